@@ -1,0 +1,397 @@
+//! Row-major matrices (owned or memory-mapped) and validation scans.
+
+use std::fmt;
+use std::mem;
+use std::slice;
+
+use memmap2::Mmap;
+
+use super::{DataError, Dataset, Features};
+
+mod sealed {
+    /// Prevents implementations of `Element` outside this module: a memory-mapped
+    /// file is reinterpreted as `[T]`, which is only sound for types where every
+    /// bit pattern is valid.
+    pub trait Sealed {}
+    impl Sealed for f64 {}
+    impl Sealed for f32 {}
+}
+
+/// f64 or f32 element; `to_f64` is what models use in their inner loops.
+///
+/// Sealed: implemented only for `f64` and `f32` (every bit pattern is a valid value,
+/// which makes reinterpreting mapped bytes sound).
+pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static + sealed::Sealed {
+    /// numpy dtype name without byte order, e.g. `"f8"`.
+    const DTYPE: &'static str;
+    /// Converts to `f64` (exact for both implementations).
+    fn to_f64(self) -> f64;
+    /// `true` unless the value is NaN or ±infinity.
+    fn is_finite(self) -> bool;
+}
+
+impl Element for f64 {
+    const DTYPE: &'static str = "f8";
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline]
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+}
+
+impl Element for f32 {
+    const DTYPE: &'static str = "f4";
+    #[inline]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline]
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+}
+
+/// Where the elements of a [`Matrix`] live. The buffers are only held to keep
+/// `Matrix::ptr` valid; all reads go through that pointer.
+enum Storage<T> {
+    /// Heap buffer.
+    Owned(#[expect(dead_code, reason = "owns the buffer that `Matrix::ptr` points into")] Vec<T>),
+    /// Read-only memory map of a file; the data starts `offset` bytes into it.
+    Mapped {
+        #[expect(dead_code, reason = "owns the mapping that `Matrix::ptr` points into")]
+        mmap: Mmap,
+        offset: usize,
+    },
+}
+
+/// Row-major matrix whose rows are zero-copy slices; either owned or a memory-mapped .npy file.
+///
+/// A mapped matrix reads the file lazily through the page cache, so files larger
+/// than RAM work. As with any memory map, the file must not be truncated or
+/// modified by another process while the matrix is alive.
+pub struct Matrix<T> {
+    storage: Storage<T>,
+    /// Start of the `rows * cols` elements; points into `storage` (heap buffer or
+    /// mapping), whose address does not change when `Matrix` is moved.
+    ptr: *const T,
+    rows: usize,
+    cols: usize,
+}
+
+// SAFETY: `ptr` points into memory owned by `storage` (a `Vec<T>` or an `Mmap`,
+// both `Send + Sync` for `T: Send + Sync`), and it is only ever used for shared,
+// read-only access. No interior mutability is exposed.
+unsafe impl<T: Element> Send for Matrix<T> {}
+// SAFETY: see `Send`; all access through `&Matrix` is read-only.
+unsafe impl<T: Element> Sync for Matrix<T> {}
+
+impl<T: Element> Matrix<T> {
+    /// Wraps a row-major buffer; fails unless `data.len() == rows * cols`.
+    pub fn from_vec(data: Vec<T>, rows: usize, cols: usize) -> Result<Self, DataError> {
+        if rows.checked_mul(cols) != Some(data.len()) {
+            return Err(DataError::ShapeMismatch {
+                rows,
+                cols,
+                len: data.len(),
+            });
+        }
+        let ptr = data.as_ptr();
+        Ok(Matrix {
+            storage: Storage::Owned(data),
+            ptr,
+            rows,
+            cols,
+        })
+    }
+
+    /// Wraps a read-only mapping whose bytes `offset..` hold exactly `rows * cols`
+    /// native-endian `T`s. Returns `None` if the sizes do not match exactly or the
+    /// data is misaligned for `T` (callers check these first to report good errors).
+    pub(super) fn from_mmap(mmap: Mmap, offset: usize, rows: usize, cols: usize) -> Option<Self> {
+        let n_bytes = rows.checked_mul(cols)?.checked_mul(mem::size_of::<T>())?;
+        if n_bytes > isize::MAX as usize || offset.checked_add(n_bytes)? != mmap.len() {
+            return None;
+        }
+        // `offset <= mmap.len()` was just checked, so this stays inside the mapping.
+        let ptr = mmap[offset..].as_ptr().cast::<T>();
+        if !ptr.is_aligned() {
+            return None;
+        }
+        Some(Matrix {
+            storage: Storage::Mapped { mmap, offset },
+            ptr,
+            rows,
+            cols,
+        })
+    }
+
+    /// Number of rows.
+    #[inline]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    #[inline]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Row `i` as a slice of `cols()` elements. Panics if `i >= rows()`.
+    #[inline]
+    pub fn row(&self, i: usize) -> &[T] {
+        debug_assert!(i < self.rows, "row {i} out of range ({} rows)", self.rows);
+        let start = i * self.cols;
+        &self.as_slice()[start..start + self.cols]
+    }
+
+    /// All rows contiguously (row-major), `rows() * cols()` elements.
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: `ptr` is aligned, non-null and valid for `rows * cols` reads of `T`
+        // for as long as `self.storage` lives (checked in the constructors); the
+        // memory is never written; every bit pattern is a valid `T` (sealed trait).
+        unsafe { slice::from_raw_parts(self.ptr, self.rows * self.cols) }
+    }
+
+    /// Iterator over the rows.
+    pub fn iter_rows(&self) -> impl ExactSizeIterator<Item = &[T]> + '_ {
+        (0..self.rows).map(move |i| self.row(i))
+    }
+
+    /// `true` if the data is a memory-mapped file rather than a heap buffer.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.storage, Storage::Mapped { .. })
+    }
+
+    /// Byte offset of the data within the mapped file (`None` for an owned matrix).
+    pub fn mapped_offset(&self) -> Option<usize> {
+        match self.storage {
+            Storage::Owned(_) => None,
+            Storage::Mapped { offset, .. } => Some(offset),
+        }
+    }
+}
+
+impl<T: Element> fmt::Debug for Matrix<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Matrix")
+            .field("dtype", &T::DTYPE)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("mapped_offset", &self.mapped_offset())
+            .finish()
+    }
+}
+
+/// Index and kind (`"NaN"`, `"inf"`, `"-inf"`) of the first non-finite element.
+fn first_non_finite<T: Element>(data: &[T]) -> Option<(usize, &'static str)> {
+    // Branch-free check per chunk (vectorises), then locate within the bad chunk.
+    const CHUNK: usize = 4096;
+    for (c, chunk) in data.chunks(CHUNK).enumerate() {
+        if chunk.iter().fold(true, |ok, &v| ok & v.is_finite()) {
+            continue;
+        }
+        let j = chunk.iter().position(|v| !v.is_finite())?;
+        let v = chunk[j].to_f64();
+        let kind = if v.is_nan() {
+            "NaN"
+        } else if v > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        };
+        return Some((c * CHUNK + j, kind));
+    }
+    None
+}
+
+fn column_label(feature_names: &[String], cols: usize, j: usize) -> String {
+    if feature_names.len() == cols {
+        format!("{:?}", feature_names[j])
+    } else {
+        (j + 1).to_string()
+    }
+}
+
+/// Scans a matrix for NaN/±inf (one sequential pass); the error names the 1-based
+/// row and the column (quoted name if `feature_names` has one per column, else 1-based index).
+pub fn check_finite_matrix<T: Element>(
+    m: &Matrix<T>,
+    source_name: &str,
+    feature_names: &[String],
+) -> Result<(), DataError> {
+    match first_non_finite(m.as_slice()) {
+        None => Ok(()),
+        Some((k, kind)) => Err(DataError::NonFinite {
+            source_name: source_name.to_string(),
+            row: k / m.cols() + 1,
+            column: Some(column_label(feature_names, m.cols(), k % m.cols())),
+            kind,
+        }),
+    }
+}
+
+/// Scans a target vector for NaN/±inf; the error names the 1-based row.
+pub fn check_finite_targets(targets: &[f64], source_name: &str) -> Result<(), DataError> {
+    match first_non_finite(targets) {
+        None => Ok(()),
+        Some((k, kind)) => Err(DataError::NonFinite {
+            source_name: source_name.to_string(),
+            row: k + 1,
+            column: None,
+            kind,
+        }),
+    }
+}
+
+/// Scans features and targets of `ds` for NaN/±inf (for a mapped file, one sequential pass).
+pub fn validate_finite(ds: &Dataset) -> Result<(), DataError> {
+    match &ds.features {
+        Features::F64(m) => check_finite_matrix(m, &ds.features_source, &ds.feature_names)?,
+        Features::F32(m) => check_finite_matrix(m, &ds.features_source, &ds.feature_names)?,
+    }
+    if let Some(t) = &ds.targets {
+        let name = ds
+            .targets_source
+            .as_deref()
+            .unwrap_or(ds.features_source.as_str());
+        check_finite_targets(t, name)?;
+    }
+    Ok(())
+}
+
+/// Checks that features and targets have the same number of rows.
+pub fn check_same_rows(
+    features: &Features,
+    features_source: &str,
+    targets: &[f64],
+    targets_source: &str,
+) -> Result<(), DataError> {
+    if features.rows() == targets.len() {
+        Ok(())
+    } else {
+        Err(DataError::RowMismatch {
+            features_source: features_source.to_string(),
+            features_rows: features.rows(),
+            targets_source: targets_source.to_string(),
+            targets_rows: targets.len(),
+        })
+    }
+}
+
+/// Checks that the features have at least one row and one column.
+pub fn check_nonempty(features: &Features, source_name: &str) -> Result<(), DataError> {
+    let what = if features.rows() == 0 {
+        "rows"
+    } else if features.cols() == 0 {
+        "columns"
+    } else {
+        return Ok(());
+    };
+    Err(DataError::Empty {
+        source_name: source_name.to_string(),
+        what,
+    })
+}
+
+/// Runs all structural checks on a data set: non-empty, X/y row counts, finite values.
+pub fn validate(ds: &Dataset) -> Result<(), DataError> {
+    check_nonempty(&ds.features, &ds.features_source)?;
+    if let Some(t) = &ds.targets {
+        let name = ds
+            .targets_source
+            .as_deref()
+            .unwrap_or(ds.features_source.as_str());
+        check_same_rows(&ds.features, &ds.features_source, t, name)?;
+    }
+    validate_finite(ds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<X: Send + Sync>() {}
+
+    #[test]
+    fn matrix_is_send_sync() {
+        assert_send_sync::<Matrix<f64>>();
+        assert_send_sync::<Matrix<f32>>();
+        assert_send_sync::<Features>();
+        assert_send_sync::<Dataset>();
+    }
+
+    #[test]
+    fn from_vec_rows_and_shape_check() {
+        let m = Matrix::from_vec((0..6).map(f64::from).collect(), 2, 3).unwrap();
+        assert_eq!(m.rows(), 2);
+        assert_eq!(m.cols(), 3);
+        assert_eq!(m.row(1), &[3.0, 4.0, 5.0]);
+        assert_eq!(m.as_slice().len(), 6);
+        assert!(!m.is_mapped());
+        assert_eq!(m.iter_rows().count(), 2);
+        let e = Matrix::<f32>::from_vec(vec![0.0; 5], 2, 3).unwrap_err();
+        assert!(matches!(e, DataError::ShapeMismatch { len: 5, .. }), "{e}");
+        assert!(Matrix::<f64>::from_vec(vec![], usize::MAX, 2).is_err());
+        let empty = Matrix::<f64>::from_vec(vec![], 0, 3).unwrap();
+        assert_eq!(empty.as_slice().len(), 0);
+    }
+
+    #[test]
+    #[should_panic]
+    fn row_out_of_range_panics() {
+        let m = Matrix::from_vec(vec![1.0f64, 2.0], 1, 2).unwrap();
+        let _ = m.row(1);
+    }
+
+    #[test]
+    fn finite_scan_finds_first_bad_value() {
+        let mut v = vec![1.0f32; 3 * 5000];
+        v[2 * 5000 + 7] = f32::NEG_INFINITY;
+        v[2 * 5000 + 9] = f32::NAN;
+        let m = Matrix::from_vec(v, 5000, 3).unwrap();
+        let e = check_finite_matrix(&m, "x.npy", &[]).unwrap_err();
+        // element 10007 -> row 3336 (1-based), column 3
+        assert_eq!(e.to_string(), "x.npy: row 3336, column 3: -inf");
+        let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let e = check_finite_matrix(&m, "t.csv", &names).unwrap_err();
+        assert_eq!(e.to_string(), "t.csv: row 3336, column \"c\": -inf");
+        let e = check_finite_targets(&[0.0, f64::INFINITY], "y.npy").unwrap_err();
+        assert_eq!(e.to_string(), "y.npy: row 2: inf");
+    }
+
+    #[test]
+    fn validate_dataset() {
+        let ds = Dataset {
+            features: Features::F64(Matrix::from_vec(vec![1.0; 6], 3, 2).unwrap()),
+            targets: Some(vec![0.0; 2]),
+            feature_names: vec![],
+            features_source: "x.npy".into(),
+            targets_source: Some("y.npy".into()),
+        };
+        assert_eq!(
+            validate(&ds).unwrap_err().to_string(),
+            "x.npy has 3 rows but y.npy has 2"
+        );
+        let ds = Dataset {
+            features: Features::F64(Matrix::from_vec(vec![], 0, 2).unwrap()),
+            targets: None,
+            feature_names: vec![],
+            features_source: "x.npy".into(),
+            targets_source: None,
+        };
+        assert_eq!(
+            validate(&ds).unwrap_err().to_string(),
+            "empty data set: x.npy has 0 rows"
+        );
+        let f = Features::F32(Matrix::from_vec(vec![], 4, 0).unwrap());
+        assert_eq!(
+            check_nonempty(&f, "x.npy").unwrap_err().to_string(),
+            "empty data set: x.npy has 0 columns"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! Uniform subsets without replacement in O(n) per draw (reference §1.2).
+
+use crate::model::DataIndex;
+use crate::rng::ChainRng;
+use rand::RngExt;
+
+/// Draws n of N indices uniformly without replacement by a partial Fisher–Yates shuffle of a
+/// persistent permutation buffer. Any arrangement of the buffer is a valid starting point, so
+/// it is never reset: each draw costs n bounded random integers and n swaps, never O(N).
+#[derive(Debug, Clone)]
+pub struct Subsampler {
+    perm: Vec<DataIndex>,
+}
+
+impl Subsampler {
+    /// A sampler over `0..n_data`.
+    pub fn new(n_data: usize) -> Self {
+        assert!(
+            n_data <= DataIndex::MAX as usize + 1,
+            "at most 2^32 data points are supported"
+        );
+        Self {
+            perm: (0..n_data as u64).map(|i| i as DataIndex).collect(),
+        }
+    }
+
+    /// Number of data points N.
+    pub fn len(&self) -> usize {
+        self.perm.len()
+    }
+
+    /// Whether N = 0.
+    pub fn is_empty(&self) -> bool {
+        self.perm.is_empty()
+    }
+
+    /// A uniform random subset of size `n` (in random order). Requires `n ≤ N`.
+    #[inline]
+    pub fn draw(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        let total = self.perm.len();
+        debug_assert!(n <= total);
+        for k in 0..n {
+            let j = rng.random_range(k as u32..total as u32) as usize;
+            self.perm.swap(k, j);
+        }
+        &self.perm[..n]
+    }
+
+    /// All indices, in the buffer's current order.
+    pub fn all(&self) -> &[DataIndex] {
+        &self.perm
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each index appears in a draw with probability n/N; each pair with n(n−1)/(N(N−1)).
+    /// Counts are binomial, so 5 standard deviations bound every cell.
+    #[test]
+    fn inclusion_probabilities_are_uniform() {
+        let (n_data, n, reps) = (10usize, 3usize, 200_000usize);
+        let mut s = Subsampler::new(n_data);
+        let mut rng = crate::rng::stream(3, 0);
+        let mut single = vec![0usize; n_data];
+        let mut pair = vec![0usize; n_data * n_data];
+        for _ in 0..reps {
+            let b = s.draw(n, &mut rng).to_vec();
+            let mut sorted = b.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), n, "draw has repeated indices: {b:?}");
+            for &i in &b {
+                single[i as usize] += 1;
+                for &j in &b {
+                    if i != j {
+                        pair[i as usize * n_data + j as usize] += 1;
+                    }
+                }
+            }
+        }
+        let p1 = n as f64 / n_data as f64;
+        let p2 = p1 * (n - 1) as f64 / (n_data - 1) as f64;
+        for &c in &single {
+            let sd = (reps as f64 * p1 * (1.0 - p1)).sqrt();
+            assert!(
+                (c as f64 - reps as f64 * p1).abs() < 5.0 * sd,
+                "single count {c}"
+            );
+        }
+        for i in 0..n_data {
+            for j in 0..n_data {
+                if i != j {
+                    let c = pair[i * n_data + j] as f64;
+                    let sd = (reps as f64 * p2 * (1.0 - p2)).sqrt();
+                    assert!(
+                        (c - reps as f64 * p2).abs() < 5.0 * sd,
+                        "pair ({i},{j}) count {c}"
+                    );
+                }
+            }
+        }
+    }
+}

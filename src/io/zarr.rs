@@ -1,0 +1,759 @@
+//! Streaming draws to a Zarr v3 store in the ArviZ `InferenceData` layout.
+//!
+//! Layout written by [`ZarrSink`] (all arrays uncompressed, `bytes` codec, little endian):
+//!
+//! ```text
+//! <path>/zarr.json                      root group (ArviZ-style attributes; consolidated metadata after `finalize`)
+//! <path>/posterior/zarr.json            group `posterior` (same attributes)
+//! <path>/posterior/<variable>           float64 (chain, draw, <variable>_dim_0), fill NaN, chunks (1, C, dim)
+//! <path>/posterior/chain                int64 coordinate 0..chains
+//! <path>/posterior/<variable>_dim_0     int64 coordinate 0..dim
+//! <path>/posterior/draw                 int64 coordinate 0..max draws (written by `finalize`)
+//! ```
+//!
+//! Open it from Python with
+//! `idata = az.InferenceData.from_datatree(xr.open_datatree(path, engine="zarr"))`.
+//!
+//! Crash safety: every chunk and every metadata document is written to a temporary file and
+//! renamed into place, and the variable's draw extent is enlarged *before* a chunk beyond it
+//! is written. A process killed at any point therefore leaves a valid store holding every
+//! completed chunk (draws not yet written read as NaN); it lacks only the `draw` coordinate
+//! and the consolidated metadata, which `finalize` adds.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+use zarrs::array::codec::BytesCodec;
+use zarrs::array::{Array, ArrayBuilder, ArrayMetadata, ArrayMetadataOptions, data_type};
+use zarrs::filesystem::FilesystemStore;
+use zarrs::group::{Group, GroupBuilder, GroupMetadata};
+use zarrs::metadata_ext::group::consolidated_metadata::{
+    ConsolidatedMetadata, ConsolidatedMetadataKind,
+};
+use zarrs::node::Node;
+
+use super::sink::{ChainWriter, DrawSink, SinkError};
+
+/// Target size of one chunk of the draws array.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Upper bound on the number of draws per chunk.
+const MAX_CHUNK_DRAWS: usize = 4096;
+/// Elements per chunk of the `draw` coordinate.
+const COORD_CHUNK: u64 = 1 << 17;
+/// Value of the `inference_library` attribute; also marks stores this module may overwrite.
+const LIBRARY: &str = "sgmcmc";
+
+/// A [`DrawSink`] writing a Zarr v3 store in the ArviZ `InferenceData` layout (see the module docs).
+#[derive(Debug)]
+pub struct ZarrSink {
+    root: PathBuf,
+    store: Arc<FilesystemStore>,
+    chains: usize,
+    dim: usize,
+    chunk_draws: usize,
+    shared: Mutex<Shared>,
+}
+
+/// State shared by the chain writers, guarded by one lock.
+#[derive(Debug)]
+struct Shared {
+    /// The draws array; its shape is what is on disk.
+    array: Array<FilesystemStore>,
+    /// Current draw extent on disk.
+    extent: u64,
+    /// Draws written per chain.
+    draws: Vec<usize>,
+    /// Whether a writer was handed out per chain.
+    taken: Vec<bool>,
+}
+
+impl ZarrSink {
+    /// Creates the store at `path` and writes the groups, coordinates and the empty draws array
+    /// `posterior/<variable>` with shape `(chains, 0, dim)`.
+    ///
+    /// `path` must not exist, be an empty directory, or be a store previously written by this
+    /// module (its root `inference_library` attribute is `"sgmcmc"`), which is deleted and
+    /// replaced; anything else is refused with [`SinkError::PathExists`].
+    /// `parameter_names` must be empty or have `dim` entries; they are stored in the variable's
+    /// `parameter_names` attribute. `expected_draws` (per chain) only caps the chunk length.
+    pub fn create(
+        path: &Path,
+        chains: usize,
+        dim: usize,
+        variable: &str,
+        parameter_names: &[String],
+        expected_draws: Option<usize>,
+    ) -> Result<ZarrSink, SinkError> {
+        validate(chains, dim, variable, parameter_names)?;
+        prepare_dir(path)?;
+        let root = path.to_path_buf();
+        let store =
+            Arc::new(FilesystemStore::new(path).map_err(|e| zarr_err(path, e.to_string()))?);
+
+        let mut chunk_draws = (CHUNK_BYTES / (8 * dim)).clamp(1, MAX_CHUNK_DRAWS);
+        if let Some(n) = expected_draws.filter(|&n| n > 0) {
+            chunk_draws = chunk_draws.min(n);
+        }
+
+        let attrs = arviz_attrs();
+        for group_path in ["/", "/posterior"] {
+            let group = GroupBuilder::new()
+                .attributes(attrs.clone())
+                .build(store.clone(), group_path)
+                .map_err(|e| zarr_err(path, e.to_string()))?;
+            write_group_meta(&root, &group)?;
+        }
+
+        let chain_values: Vec<i64> = (0..chains as i64).collect();
+        write_coordinate(&root, &store, "chain", &chain_values)?;
+        let dim_name = format!("{variable}_dim_0");
+        let dim_values: Vec<i64> = (0..dim as i64).collect();
+        write_coordinate(&root, &store, &dim_name, &dim_values)?;
+
+        let mut var_attrs = Map::new();
+        if !parameter_names.is_empty() {
+            var_attrs.insert("parameter_names".into(), json!(parameter_names));
+        }
+        let array = ArrayBuilder::new(
+            vec![chains as u64, 0, dim as u64],
+            vec![1, chunk_draws as u64, dim as u64],
+            data_type::float64(),
+            f64::NAN,
+        )
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some(["chain", "draw", dim_name.as_str()]))
+        .attributes(var_attrs)
+        .build(store.clone(), &format!("/posterior/{variable}"))
+        .map_err(|e| zarr_err(path, e.to_string()))?;
+        write_array_meta(&root, &array)?;
+
+        Ok(ZarrSink {
+            root,
+            store,
+            chains,
+            dim,
+            chunk_draws,
+            shared: Mutex::new(Shared {
+                array,
+                extent: 0,
+                draws: vec![0; chains],
+                taken: vec![false; chains],
+            }),
+        })
+    }
+
+    /// Root directory of the store.
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Number of draws per chunk (the `C` of chunk shape `(1, C, dim)`).
+    pub fn chunk_draws(&self) -> usize {
+        self.chunk_draws
+    }
+
+    /// Draws written so far per chain (complete after the chains' writers finished).
+    pub fn draws_per_chain(&self) -> Vec<usize> {
+        self.lock().draws.clone()
+    }
+
+    /// Sets the draw extent to the longest chain, writes the `draw` coordinate and the
+    /// consolidated metadata (which xarray looks for). Chains shorter than the longest read
+    /// as NaN after their last draw.
+    pub fn finalize(self) -> Result<(), SinkError> {
+        let shared = self
+            .shared
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut array = shared.array;
+        let max_draws = shared.draws.iter().copied().max().unwrap_or(0) as u64;
+        array
+            .set_shape(vec![self.chains as u64, max_draws, self.dim as u64])
+            .map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        write_array_meta(&self.root, &array)?;
+
+        let draw_values: Vec<i64> = (0..max_draws as i64).collect();
+        write_coordinate(&self.root, &self.store, "draw", &draw_values)?;
+
+        // Consolidate from what is on disk, through a fresh store (no cached handles).
+        let store = Arc::new(
+            FilesystemStore::new(&self.root).map_err(|e| zarr_err(&self.root, e.to_string()))?,
+        );
+        let node = Node::open(&store, "/").map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        let metadata = node.consolidate_metadata().unwrap_or_default();
+        let mut root_group =
+            Group::open(store, "/").map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        root_group.set_consolidated_metadata(Some(ConsolidatedMetadata {
+            metadata,
+            kind: ConsolidatedMetadataKind::Inline,
+        }));
+        write_group_meta(&self.root, &root_group)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the on-disk draw extent at least `needed` (before a chunk reaching there is
+    /// written); returns the file of the chunk at `chunk_indices`.
+    fn ensure_extent(&self, needed: u64, chunk_indices: &[u64]) -> Result<PathBuf, SinkError> {
+        let mut shared = self.lock();
+        let chunk_path = self
+            .root
+            .join(shared.array.chunk_key(chunk_indices).as_str());
+        if shared.extent >= needed {
+            return Ok(chunk_path);
+        }
+        let shape = vec![self.chains as u64, needed, self.dim as u64];
+        shared
+            .array
+            .set_shape(shape)
+            .map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        if let Err(e) = write_array_meta(&self.root, &shared.array) {
+            let old = vec![self.chains as u64, shared.extent, self.dim as u64];
+            // Restoring a shape that was valid before cannot fail.
+            let _ = shared.array.set_shape(old);
+            return Err(e);
+        }
+        shared.extent = needed;
+        Ok(chunk_path)
+    }
+}
+
+impl DrawSink for ZarrSink {
+    fn chain_writer(&self, chain: usize) -> Result<Box<dyn ChainWriter + '_>, SinkError> {
+        let mut shared = self.lock();
+        let chains = self.chains;
+        let taken = shared
+            .taken
+            .get_mut(chain)
+            .ok_or(SinkError::ChainOutOfRange { chain, chains })?;
+        if *taken {
+            return Err(SinkError::ChainTaken(chain));
+        }
+        *taken = true;
+        drop(shared);
+        let len = self.chunk_draws * self.dim;
+        Ok(Box::new(ZarrChainWriter {
+            sink: self,
+            chain,
+            buf: vec![f64::NAN; len],
+            bytes: Vec::with_capacity(len * 8),
+            in_chunk: 0,
+            chunks_written: 0,
+            finished: false,
+        }))
+    }
+}
+
+/// [`ChainWriter`] of a [`ZarrSink`]: buffers one chunk and writes it when full.
+struct ZarrChainWriter<'a> {
+    sink: &'a ZarrSink,
+    chain: usize,
+    /// One chunk, `chunk_draws × dim`, row-major.
+    buf: Vec<f64>,
+    /// Reused encoding buffer.
+    bytes: Vec<u8>,
+    /// Draws currently in `buf`.
+    in_chunk: usize,
+    /// Full chunks already on disk.
+    chunks_written: usize,
+    finished: bool,
+}
+
+impl ZarrChainWriter<'_> {
+    fn total(&self) -> usize {
+        self.chunks_written * self.sink.chunk_draws + self.in_chunk
+    }
+
+    /// Writes the buffered chunk (`in_chunk` draws; the rest is NaN).
+    fn write_chunk(&mut self) -> Result<(), SinkError> {
+        let sink = self.sink;
+        let filled = self.in_chunk * sink.dim;
+        self.buf[filled..].fill(f64::NAN);
+        let end = self.total() as u64;
+        let indices = [self.chain as u64, self.chunks_written as u64, 0];
+        let chunk_path = sink.ensure_extent(end, &indices)?;
+
+        self.bytes.clear();
+        for x in &self.buf {
+            self.bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        write_atomic(&chunk_path, &self.bytes)?;
+
+        sink.lock().draws[self.chain] = end as usize;
+        Ok(())
+    }
+
+    fn flush_full(&mut self) -> Result<(), SinkError> {
+        self.write_chunk()?;
+        self.chunks_written += 1;
+        self.in_chunk = 0;
+        Ok(())
+    }
+}
+
+impl ChainWriter for ZarrChainWriter<'_> {
+    fn push(&mut self, draw: &[f64]) -> Result<(), SinkError> {
+        let dim = self.sink.dim;
+        if draw.len() != dim {
+            return Err(SinkError::WrongDimension {
+                expected: dim,
+                got: draw.len(),
+            });
+        }
+        if self.in_chunk == self.sink.chunk_draws {
+            // An earlier write failed; retry before buffering more.
+            self.flush_full()?;
+        }
+        let start = self.in_chunk * dim;
+        self.buf[start..start + dim].copy_from_slice(draw);
+        self.in_chunk += 1;
+        if self.in_chunk == self.sink.chunk_draws {
+            self.flush_full()?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<usize, SinkError> {
+        self.finished = true;
+        if self.in_chunk > 0 {
+            self.write_chunk()?;
+        }
+        Ok(self.total())
+    }
+}
+
+impl Drop for ZarrChainWriter<'_> {
+    /// Best effort: a writer dropped without `finish` (e.g. on panic) still writes its partial chunk.
+    fn drop(&mut self) {
+        if !self.finished && self.in_chunk > 0 {
+            let _ = self.write_chunk();
+        }
+    }
+}
+
+fn validate(
+    chains: usize,
+    dim: usize,
+    variable: &str,
+    parameter_names: &[String],
+) -> Result<(), SinkError> {
+    let bad = |msg: String| Err(SinkError::InvalidConfig(msg));
+    if chains == 0 {
+        return bad("chains must be at least 1".into());
+    }
+    if dim == 0 {
+        return bad("dim must be at least 1".into());
+    }
+    if variable.is_empty()
+        || variable.starts_with("__")
+        || variable.starts_with('.')
+        || variable.contains(['/', '\\'])
+        || variable == "chain"
+        || variable == "draw"
+    {
+        return bad(format!("invalid variable name {variable:?}"));
+    }
+    if !parameter_names.is_empty() && parameter_names.len() != dim {
+        return bad(format!(
+            "{} parameter names for dimension {dim}",
+            parameter_names.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Makes `path` an empty directory, replacing a store previously written by this module.
+fn prepare_dir(path: &Path) -> Result<(), SinkError> {
+    let io = |source| SinkError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if !path.exists() {
+        return fs::create_dir_all(path).map_err(io);
+    }
+    if !path.is_dir() {
+        return Err(SinkError::PathExists(path.to_path_buf()));
+    }
+    if fs::read_dir(path).map_err(io)?.next().is_none() {
+        return Ok(());
+    }
+    let ours = fs::read(path.join("zarr.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .is_some_and(|v| v["attributes"]["inference_library"] == LIBRARY);
+    if !ours {
+        return Err(SinkError::PathExists(path.to_path_buf()));
+    }
+    fs::remove_dir_all(path).map_err(io)?;
+    fs::create_dir_all(path).map_err(io)
+}
+
+/// Group attributes as ArviZ writes them (`created_at`, `inference_library`, ...).
+fn arviz_attrs() -> Map<String, Value> {
+    let mut attrs = Map::new();
+    attrs.insert("created_at".into(), json!(utc_now_iso8601()));
+    attrs.insert("inference_library".into(), json!(LIBRARY));
+    attrs.insert(
+        "inference_library_version".into(),
+        json!(env!("CARGO_PKG_VERSION")),
+    );
+    attrs
+}
+
+/// Writes a one-dimensional int64 coordinate array `posterior/<name>` (dimension `name`).
+fn write_coordinate(
+    root: &Path,
+    store: &Arc<FilesystemStore>,
+    name: &str,
+    values: &[i64],
+) -> Result<(), SinkError> {
+    let len = values.len() as u64;
+    let chunk = len.clamp(1, COORD_CHUNK);
+    let array = ArrayBuilder::new(vec![len], vec![chunk], data_type::int64(), 0i64)
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some([name]))
+        .build(store.clone(), &format!("/posterior/{name}"))
+        .map_err(|e| zarr_err(root, e.to_string()))?;
+    let mut bytes = Vec::with_capacity(chunk as usize * 8);
+    for (i, part) in values.chunks(chunk as usize).enumerate() {
+        bytes.clear();
+        for v in part {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        // Regular grids store full chunks; pad the last one.
+        bytes.resize(chunk as usize * 8, 0);
+        let key = array.chunk_key(&[i as u64]);
+        write_atomic(&root.join(key.as_str()), &bytes)?;
+    }
+    write_array_meta(root, &array)
+}
+
+fn write_array_meta(root: &Path, array: &Array<FilesystemStore>) -> Result<(), SinkError> {
+    let options = ArrayMetadataOptions::default().with_include_zarrs_metadata(false);
+    let json = match array.metadata_opt(&options) {
+        ArrayMetadata::V3(m) => serde_json::to_vec_pretty(&m),
+        ArrayMetadata::V2(m) => serde_json::to_vec_pretty(&m),
+    }
+    .map_err(|e| zarr_err(root, e.to_string()))?;
+    write_atomic(&meta_path(root, array.path().as_str()), &json)
+}
+
+fn write_group_meta(root: &Path, group: &Group<FilesystemStore>) -> Result<(), SinkError> {
+    let json = match group.metadata() {
+        GroupMetadata::V3(m) => serde_json::to_vec_pretty(m),
+        GroupMetadata::V2(m) => serde_json::to_vec_pretty(m),
+    }
+    .map_err(|e| zarr_err(root, e.to_string()))?;
+    write_atomic(&meta_path(root, group.path().as_str()), &json)
+}
+
+fn meta_path(root: &Path, node_path: &str) -> PathBuf {
+    root.join(node_path.trim_start_matches('/'))
+        .join("zarr.json")
+}
+
+/// Writes `bytes` to `path` via a temporary file and a rename, so readers never see a partial file.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SinkError> {
+    let io = |source| SinkError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".sgmcmc-tmp");
+    let tmp = PathBuf::from(tmp);
+    fs::write(&tmp, bytes).map_err(io)?;
+    fs::rename(&tmp, path).map_err(io)
+}
+
+fn zarr_err(path: &Path, message: String) -> SinkError {
+    SinkError::Zarr {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// Current UTC time like Python's `datetime.now(timezone.utc).isoformat()`.
+fn utc_now_iso8601() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}+00:00",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_micros()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zarrs::array::ArraySubset;
+
+    fn value(c: usize, j: usize, k: usize) -> f64 {
+        1000.0 * c as f64 + j as f64 + 0.001 * k as f64
+    }
+
+    /// Writes `lens[c]` draws for chain `c`, in parallel threads.
+    fn write_chains(sink: &ZarrSink, lens: &[usize], dim: usize) {
+        std::thread::scope(|s| {
+            for (c, &n) in lens.iter().enumerate() {
+                s.spawn(move || {
+                    let mut w = sink.chain_writer(c).unwrap();
+                    let mut draw = vec![0.0; dim];
+                    for j in 0..n {
+                        for (k, x) in draw.iter_mut().enumerate() {
+                            *x = value(c, j, k);
+                        }
+                        w.push(&draw).unwrap();
+                    }
+                    assert_eq!(w.finish().unwrap(), n);
+                });
+            }
+        });
+    }
+
+    fn read_all(path: &Path, variable: &str) -> (Vec<u64>, Vec<f64>) {
+        let store = Arc::new(FilesystemStore::new(path).unwrap());
+        let array = Array::open(store, &format!("/posterior/{variable}")).unwrap();
+        let shape = array.shape().to_vec();
+        let data: Vec<f64> = array
+            .retrieve_array_subset(&ArraySubset::new_with_shape(shape.clone()))
+            .unwrap();
+        (shape, data)
+    }
+
+    fn read_i64(path: &Path, name: &str) -> Vec<i64> {
+        let store = Arc::new(FilesystemStore::new(path).unwrap());
+        let array = Array::open(store, &format!("/posterior/{name}")).unwrap();
+        array
+            .retrieve_array_subset(&ArraySubset::new_with_shape(array.shape().to_vec()))
+            .unwrap()
+    }
+
+    #[test]
+    fn round_trip_uneven_chains_and_chunk_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.zarr");
+        let names: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let sink = ZarrSink::create(&path, 5, 3, "theta", &names, Some(4)).unwrap();
+        assert_eq!(sink.chunk_draws(), 4);
+        // Exactly one chunk, two chunks, partial third chunk, short partial, empty.
+        let lens = [4, 8, 9, 3, 0];
+        write_chains(&sink, &lens, 3);
+        assert_eq!(sink.draws_per_chain(), lens);
+        sink.finalize().unwrap();
+
+        let (shape, data) = read_all(&path, "theta");
+        assert_eq!(shape, vec![5, 9, 3]);
+        for (c, &n) in lens.iter().enumerate() {
+            for j in 0..9 {
+                for k in 0..3 {
+                    let x = data[(c * 9 + j) * 3 + k];
+                    if j < n {
+                        assert_eq!(x, value(c, j, k), "chain {c} draw {j} coord {k}");
+                    } else {
+                        assert!(x.is_nan(), "chain {c} draw {j} should be NaN");
+                    }
+                }
+            }
+        }
+        assert_eq!(read_i64(&path, "chain"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(read_i64(&path, "draw"), (0..9).collect::<Vec<_>>());
+        assert_eq!(read_i64(&path, "theta_dim_0"), vec![0, 1, 2]);
+
+        let store = Arc::new(FilesystemStore::new(&path).unwrap());
+        let root = Group::open(store.clone(), "/").unwrap();
+        let consolidated = root.consolidated_metadata().unwrap();
+        for key in ["posterior", "posterior/theta", "posterior/draw"] {
+            assert!(consolidated.metadata.contains_key(key), "{key}");
+        }
+        assert_eq!(root.attributes()["inference_library"], "sgmcmc");
+        let array = Array::open(store, "/posterior/theta").unwrap();
+        assert_eq!(
+            array.attributes()["parameter_names"],
+            json!(["a", "b", "c"])
+        );
+        let dims: Vec<_> = array
+            .dimension_names()
+            .clone()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.unwrap())
+            .collect();
+        assert_eq!(dims, ["chain", "draw", "theta_dim_0"]);
+        // No temporary files are left behind.
+        let leftovers = walk(&path)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with(".sgmcmc-tmp"))
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    #[test]
+    fn killed_run_leaves_readable_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crash.zarr");
+        let sink = ZarrSink::create(&path, 2, 2, "x", &[], Some(3)).unwrap();
+        let mut w0 = sink.chain_writer(0).unwrap();
+        let mut w1 = sink.chain_writer(1).unwrap();
+        for j in 0..7 {
+            w0.push(&[value(0, j, 0), value(0, j, 1)]).unwrap();
+        }
+        for j in 0..4 {
+            w1.push(&[value(1, j, 0), value(1, j, 1)]).unwrap();
+        }
+        // Simulate a kill: no finish, no drop, no finalize.
+        std::mem::forget(w0);
+        std::mem::forget(w1);
+        std::mem::forget(sink);
+
+        let (shape, data) = read_all(&path, "x");
+        assert_eq!(shape, vec![2, 6, 2]);
+        for j in 0..6 {
+            assert_eq!(data[j * 2 + 1], value(0, j, 1));
+            let x = data[(6 + j) * 2];
+            if j < 3 {
+                assert_eq!(x, value(1, j, 0));
+            } else {
+                assert!(x.is_nan());
+            }
+        }
+    }
+
+    #[test]
+    fn dropped_writer_flushes_partial_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("drop.zarr");
+        let sink = ZarrSink::create(&path, 1, 1, "x", &[], None).unwrap();
+        let mut w = sink.chain_writer(0).unwrap();
+        w.push(&[1.5]).unwrap();
+        drop(w);
+        assert_eq!(sink.draws_per_chain(), vec![1]);
+        sink.finalize().unwrap();
+        assert_eq!(read_all(&path, "x"), (vec![1, 1, 1], vec![1.5]));
+    }
+
+    #[test]
+    fn no_draws_gives_empty_array() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.zarr");
+        let sink = ZarrSink::create(&path, 2, 3, "x", &[], None).unwrap();
+        sink.finalize().unwrap();
+        let (shape, data) = read_all(&path, "x");
+        assert_eq!(shape, vec![2, 0, 3]);
+        assert!(data.is_empty());
+        assert!(read_i64(&path, "draw").is_empty());
+    }
+
+    #[test]
+    fn chunk_size_targets_one_mebibyte() {
+        let dir = tempfile::tempdir().unwrap();
+        let sizes = [
+            (3, None, 4096),
+            (1000, None, 131),
+            (1 << 18, None, 1),
+            (3, Some(10), 10),
+        ];
+        for (i, (dim, expected, chunk)) in sizes.into_iter().enumerate() {
+            let path = dir.path().join(format!("s{i}.zarr"));
+            let sink = ZarrSink::create(&path, 1, dim, "x", &[], expected).unwrap();
+            assert_eq!(sink.chunk_draws(), chunk, "dim {dim}");
+        }
+    }
+
+    #[test]
+    fn overwrite_policy_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.zarr");
+        let sink = ZarrSink::create(&path, 1, 2, "x", &[], None).unwrap();
+        let mut w = sink.chain_writer(0).unwrap();
+        assert!(matches!(
+            w.push(&[1.0]),
+            Err(SinkError::WrongDimension {
+                expected: 2,
+                got: 1
+            })
+        ));
+        w.push(&[1.0, 2.0]).unwrap();
+        assert_eq!(w.finish().unwrap(), 1);
+        assert!(matches!(
+            sink.chain_writer(0).err(),
+            Some(SinkError::ChainTaken(0))
+        ));
+        assert!(matches!(
+            sink.chain_writer(3).err(),
+            Some(SinkError::ChainOutOfRange {
+                chain: 3,
+                chains: 1
+            })
+        ));
+        sink.finalize().unwrap();
+
+        // Our own store is replaced.
+        let sink = ZarrSink::create(&path, 1, 2, "x", &[], None).unwrap();
+        sink.finalize().unwrap();
+        assert_eq!(read_all(&path, "x").0, vec![1, 0, 2]);
+
+        // A foreign non-empty directory is refused, and left alone.
+        let foreign = dir.path().join("foreign");
+        fs::create_dir(&foreign).unwrap();
+        fs::write(foreign.join("notes.txt"), "keep").unwrap();
+        let err = ZarrSink::create(&foreign, 1, 2, "x", &[], None).unwrap_err();
+        assert!(matches!(err, SinkError::PathExists(_)));
+        assert!(err.to_string().contains("foreign"));
+        assert!(foreign.join("notes.txt").exists());
+
+        for (chains, dim, var, names) in [
+            (0, 1, "x", 0),
+            (1, 0, "x", 0),
+            (1, 1, "a/b", 0),
+            (1, 1, "draw", 0),
+            (1, 2, "x", 1),
+        ] {
+            let names = vec![String::from("p"); names];
+            let err = ZarrSink::create(&dir.path().join("bad"), chains, dim, var, &names, None);
+            assert!(matches!(err, Err(SinkError::InvalidConfig(_))));
+        }
+    }
+
+    #[test]
+    fn timestamp_format() {
+        let t = utc_now_iso8601();
+        assert_eq!(t.len(), "2026-01-01T00:00:00.000000+00:00".len());
+        assert!(t.starts_with("20") && t.ends_with("+00:00"));
+    }
+}

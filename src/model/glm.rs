@@ -1,0 +1,361 @@
+//! Generalised linear models: log p(yᵢ | θ) depends on the row xᵢ only through the linear
+//! predictor zᵢ = xᵢᵀw + b. One set of row kernels serves every [`Family`]
+//! (logistic, linear, and later Poisson regression).
+//!
+//! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
+
+use super::{DataIndex, Model, ModelError, NormalPrior, Scratch, debug_check_dim};
+use crate::data::{DataError, Dataset, Element, Features, Matrix};
+use crate::rng::ChainRng;
+
+/// The response distribution of a GLM, as a function of the linear predictor z.
+pub trait Family: Send + Sync + 'static {
+    /// Compact in-memory form of one response (e.g. `u8` for a 0/1 label: fewer cache misses).
+    type Target: Copy + Send + Sync;
+
+    /// Model name (e.g. `"logistic"`).
+    fn name(&self) -> &'static str;
+
+    /// Convert the response column, rejecting values outside the support with the row named.
+    fn prepare_targets(&self, ys: &[f64], source: &str) -> Result<Vec<Self::Target>, DataError>;
+
+    /// Names of the family's own parameters appended after the regression coefficients.
+    fn extra_names(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// log p(y | z, extra).
+    fn log_lik(&self, y: Self::Target, z: f64, extra: &[f64]) -> f64;
+
+    /// ∂ log p(y | z, extra) / ∂z.
+    fn dlog_lik_dz(&self, y: Self::Target, z: f64, extra: &[f64]) -> f64;
+
+    /// `out += weight · ∂ log p(y | z, extra) / ∂extra` (nothing when there are no extras).
+    fn add_dlog_lik_dextra(
+        &self,
+        _y: Self::Target,
+        _z: f64,
+        _extra: &[f64],
+        _weight: f64,
+        _out: &mut [f64],
+    ) {
+    }
+
+    /// Log prior of the extra parameters (default: none).
+    fn log_prior_extra(&self, _extra: &[f64]) -> f64 {
+        0.0
+    }
+
+    /// `grad += ∇ log prior(extra)`.
+    fn add_grad_log_prior_extra(&self, _extra: &[f64], _grad: &mut [f64]) {}
+
+    /// Draw the extra parameters from their prior.
+    fn sample_prior_extra(&self, _rng: &mut ChainRng, _out: &mut [f64]) -> Result<(), ModelError> {
+        Ok(())
+    }
+}
+
+/// A generalised linear model over a data set held zero-copy.
+pub struct Glm<F: Family> {
+    features: Features,
+    targets: Vec<F::Target>,
+    prior: NormalPrior,
+    intercept: bool,
+    family: F,
+    names: Vec<String>,
+}
+
+impl<F: Family> Glm<F> {
+    /// Build the model from a loaded data set (which must have a target column).
+    pub fn new(
+        data: Dataset,
+        family: F,
+        prior: NormalPrior,
+        intercept: bool,
+    ) -> Result<Self, ModelError> {
+        let source = data
+            .targets_source
+            .clone()
+            .unwrap_or_else(|| data.features_source.clone());
+        let ys = data.targets.as_ref().ok_or_else(|| {
+            ModelError::Setting(format!(
+                "{} regression needs a target column, but {} has none",
+                family.name(),
+                data.features_source
+            ))
+        })?;
+        if ys.len() != data.features.rows() {
+            return Err(ModelError::Setting(format!(
+                "{} has {} rows but the targets ({source}) have {}",
+                data.features_source,
+                data.features.rows(),
+                ys.len()
+            )));
+        }
+        let targets = family.prepare_targets(ys, &source)?;
+        let mut names: Vec<String> = if data.feature_names.len() == data.features.cols() {
+            data.feature_names.clone()
+        } else {
+            (0..data.features.cols())
+                .map(|j| format!("beta[{j}]"))
+                .collect()
+        };
+        if intercept {
+            names.push("intercept".into());
+        }
+        names.extend(family.extra_names().iter().map(|s| s.to_string()));
+        Ok(Self {
+            features: data.features,
+            targets,
+            prior,
+            intercept,
+            family,
+            names,
+        })
+    }
+
+    /// Number of feature columns d.
+    pub fn num_features(&self) -> usize {
+        self.features.cols()
+    }
+
+    /// The features (for benchmarks and tools that need the raw rows).
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    fn split<'t>(&self, theta: &'t [f64]) -> (&'t [f64], f64, &'t [f64]) {
+        let d = self.features.cols();
+        let (w, rest) = theta.split_at(d);
+        let (b, extra) = if self.intercept {
+            (rest[0], &rest[1..])
+        } else {
+            (0.0, rest)
+        };
+        (w, b, extra)
+    }
+}
+
+/// xᵀw for a stored row; four accumulators break the add dependency chain.
+#[inline(always)]
+fn dot<T: Element>(row: &[T], w: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 4];
+    let chunks = row.len() / 4;
+    for c in 0..chunks {
+        for l in 0..4 {
+            acc[l] += row[4 * c + l].to_f64() * w[4 * c + l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for j in 4 * chunks..row.len() {
+        s += row[j].to_f64() * w[j];
+    }
+    s
+}
+
+/// `g += a·row`.
+#[inline(always)]
+fn axpy<T: Element>(a: f64, row: &[T], g: &mut [f64]) {
+    for (gj, &xj) in g.iter_mut().zip(row) {
+        *gj += a * xj.to_f64();
+    }
+}
+
+impl<F: Family> Glm<F> {
+    fn add_grad_kernel<T: Element>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+    ) {
+        let d = x.cols();
+        let (w, b, extra) = self.split(theta);
+        let (gw, rest) = grad.split_at_mut(d);
+        let (gb, gextra) = if self.intercept {
+            rest.split_at_mut(1)
+        } else {
+            rest.split_at_mut(0)
+        };
+        let mut sum_r = 0.0;
+        for &i in batch {
+            let i = i as usize;
+            let row = x.row(i);
+            let z = dot(row, w) + b;
+            let y = self.targets[i];
+            let r = weight * self.family.dlog_lik_dz(y, z, extra);
+            axpy(r, row, gw);
+            sum_r += r;
+            self.family.add_dlog_lik_dextra(y, z, extra, weight, gextra);
+        }
+        if let Some(g) = gb.first_mut() {
+            *g += sum_r;
+        }
+    }
+
+    fn each_kernel<T: Element>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        batch: &[DataIndex],
+        mut log_lik: Option<&mut [f64]>,
+        mut grads: Option<&mut [f64]>,
+    ) -> f64 {
+        let d = x.cols();
+        let dim = theta.len();
+        let (w, b, extra) = self.split(theta);
+        let mut total = 0.0;
+        for (k, &i) in batch.iter().enumerate() {
+            let i = i as usize;
+            let row = x.row(i);
+            let z = dot(row, w) + b;
+            let y = self.targets[i];
+            if let Some(out) = log_lik.as_deref_mut() {
+                let l = self.family.log_lik(y, z, extra);
+                out[k] = l;
+                total += l;
+            }
+            if let Some(out) = grads.as_deref_mut() {
+                let g = &mut out[k * dim..(k + 1) * dim];
+                g.fill(0.0);
+                let r = self.family.dlog_lik_dz(y, z, extra);
+                axpy(r, row, &mut g[..d]);
+                if self.intercept {
+                    g[d] = r;
+                }
+                let e0 = d + usize::from(self.intercept);
+                self.family
+                    .add_dlog_lik_dextra(y, z, extra, 1.0, &mut g[e0..]);
+            }
+        }
+        total
+    }
+
+    fn log_lik_and_grad_kernel<T: Element>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+    ) -> f64 {
+        let d = x.cols();
+        let (w, b, extra) = self.split(theta);
+        let (gw, rest) = grad.split_at_mut(d);
+        let (gb, gextra) = if self.intercept {
+            rest.split_at_mut(1)
+        } else {
+            rest.split_at_mut(0)
+        };
+        let mut sum_r = 0.0;
+        let mut total = 0.0;
+        for &i in batch {
+            let i = i as usize;
+            let row = x.row(i);
+            let z = dot(row, w) + b;
+            let y = self.targets[i];
+            total += self.family.log_lik(y, z, extra);
+            let r = weight * self.family.dlog_lik_dz(y, z, extra);
+            axpy(r, row, gw);
+            sum_r += r;
+            self.family.add_dlog_lik_dextra(y, z, extra, weight, gextra);
+        }
+        if let Some(g) = gb.first_mut() {
+            *g += sum_r;
+        }
+        total
+    }
+}
+
+/// Dispatch once per batch on the stored precision, so the row loops are monomorphic.
+macro_rules! with_features {
+    ($self:ident, $x:ident => $body:expr) => {
+        match &$self.features {
+            Features::F64($x) => $body,
+            Features::F32($x) => $body,
+        }
+    };
+}
+
+impl<F: Family> Model for Glm<F> {
+    fn name(&self) -> &'static str {
+        self.family.name()
+    }
+
+    fn dim(&self) -> usize {
+        self.features.cols() + usize::from(self.intercept) + self.family.extra_names().len()
+    }
+
+    fn num_data(&self) -> usize {
+        self.targets.len()
+    }
+
+    fn parameter_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn log_prior(&self, theta: &[f64]) -> f64 {
+        debug_check_dim(self, theta);
+        let k = self.family.extra_names().len();
+        let (coef, extra) = theta.split_at(theta.len() - k);
+        self.prior.log_density(coef) + self.family.log_prior_extra(extra)
+    }
+
+    fn add_grad_log_prior(&self, theta: &[f64], grad: &mut [f64]) {
+        let k = self.family.extra_names().len();
+        let split = theta.len() - k;
+        let (coef, extra) = theta.split_at(split);
+        let (gc, ge) = grad.split_at_mut(split);
+        self.prior.add_grad(coef, gc);
+        self.family.add_grad_log_prior_extra(extra, ge);
+    }
+
+    fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _s: &mut Scratch) {
+        debug_check_dim(self, theta);
+        with_features!(self, x => self.each_kernel(x, theta, batch, Some(out), None));
+    }
+
+    fn grad_log_lik_each(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+        _s: &mut Scratch,
+    ) {
+        debug_check_dim(self, theta);
+        with_features!(self, x => self.each_kernel(x, theta, batch, None, Some(out)));
+    }
+
+    fn add_grad_log_lik(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        _s: &mut Scratch,
+    ) {
+        debug_check_dim(self, theta);
+        with_features!(self, x => self.add_grad_kernel(x, theta, batch, weight, grad));
+    }
+
+    fn log_lik_and_add_grad(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        _s: &mut Scratch,
+    ) -> f64 {
+        debug_check_dim(self, theta);
+        with_features!(self, x => self.log_lik_and_grad_kernel(x, theta, batch, weight, grad))
+    }
+
+    fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {
+        let k = self.family.extra_names().len();
+        let split = out.len() - k;
+        let (coef, extra) = out.split_at_mut(split);
+        self.prior.sample(rng, coef)?;
+        self.family.sample_prior_extra(rng, extra)
+    }
+}

@@ -1,0 +1,69 @@
+//! Random streams: one user seed, one independent stream per chain (or per any other consumer).
+//!
+//! Every stream is a [`Xoshiro256PlusPlus`] seeded from the user seed and then advanced by
+//! `stream + 1` calls of `long_jump()` (2^192 steps each), so streams never overlap and a stream's
+//! draws depend only on `(seed, stream)`, never on thread scheduling (reference §1.5).
+
+use rand::SeedableRng;
+pub use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// The generator every stochastic component draws from.
+pub type ChainRng = Xoshiro256PlusPlus;
+
+/// Fixed stream numbers for consumers other than chains, kept far from chain numbers.
+pub mod streams {
+    /// Stream used to simulate the built-in synthetic data sets.
+    pub const SYNTHETIC_DATA: u64 = 1 << 20;
+    /// Stream used by initialisation that is shared by all chains (e.g. the MAP).
+    pub const SHARED_INIT: u64 = (1 << 20) + 1;
+}
+
+/// The independent stream number `stream` derived from the user `seed`.
+pub fn stream(seed: u64, stream: u64) -> ChainRng {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    // Jumping is O(stream); streams are numbered densely from 0, so this stays cheap.
+    for _ in 0..=stream {
+        rng.long_jump();
+    }
+    rng
+}
+
+/// The stream of chain `chain` (0-based).
+pub fn chain_stream(seed: u64, chain: usize) -> ChainRng {
+    stream(seed, chain as u64)
+}
+
+/// Fill `out` with independent standard normal draws.
+#[inline]
+pub fn fill_standard_normal(rng: &mut ChainRng, out: &mut [f64]) {
+    use rand::RngExt;
+    for v in out {
+        *v = rng.sample(rand_distr::StandardNormal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn streams_are_reproducible_and_distinct() {
+        let a1 = stream(7, 0).next_u64();
+        let a2 = stream(7, 0).next_u64();
+        let b = stream(7, 1).next_u64();
+        let c = stream(8, 0).next_u64();
+        assert_eq!(a1, a2);
+        assert_ne!(a1, b);
+        assert_ne!(a1, c);
+    }
+
+    /// Value-stability: the first output of stream (seed 42, chain 0) is pinned, so a change of
+    /// generator or derivation (which would silently change every user's draws) fails here.
+    #[test]
+    fn first_output_is_pinned() {
+        let v = chain_stream(42, 0).next_u64();
+        assert_eq!(v, PINNED_FIRST_OUTPUT, "stream derivation changed: {v}");
+    }
+    const PINNED_FIRST_OUTPUT: u64 = 144_566_570_880_908_039;
+}

@@ -1,0 +1,114 @@
+//! Samplers: one iteration of a stochastic-gradient MCMC scheme (reference §2).
+//!
+//! A sampler owns its chain state (position, cached score estimate, and whatever auxiliary
+//! variables its scheme has: momentum, thermostat, preconditioner). Following reference §2.0,
+//! it keeps the score estimate at the current position, computed once at [`Sampler::start`],
+//! so each iteration emits the pair (θₜ, ĝₜ). The gradient estimator is passed in on every
+//! call, so any sampler combines with any estimator, and the runner owns everything else
+//! (budgets, burn-in, thinning, storage, divergence checks).
+
+mod sgld;
+
+pub use sgld::Sgld;
+
+use crate::estimator::GradientEstimator;
+use crate::rng::ChainRng;
+
+/// One stochastic-gradient MCMC scheme.
+pub trait Sampler: Send {
+    /// Short name (e.g. `"sgld"`).
+    fn name(&self) -> &'static str;
+
+    /// (Re)start the chain at `theta0`: auxiliary state is re-initialised as at a fresh start
+    /// and the score estimate at `theta0` is computed and cached.
+    fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng);
+
+    /// One iteration, producing one sample (the new [`Sampler::position`]).
+    fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng);
+
+    /// The current position θₜ.
+    fn position(&self) -> &[f64];
+
+    /// The score estimate recorded at the current position (reference §2.0).
+    fn score(&self) -> &[f64];
+
+    /// Score estimates one iteration uses (L for SGHMC; 1 for most schemes).
+    fn estimates_per_step(&self) -> usize {
+        1
+    }
+}
+
+/// Errors in sampler settings.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SamplerError {
+    /// A step size that is not finite and > 0.
+    #[error("step size must be finite and > 0, got {0}")]
+    BadStepSize(f64),
+    /// A temperature that is not finite and > 0.
+    #[error("temperature must be finite and > 0, got {0}")]
+    BadTemperature(f64),
+}
+
+/// The step of an overdamped sampler, in either published convention (reference §1.4).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepSize {
+    /// ε, the Langevin time increment of the catalogue form θ + ε·g + √(2ε)·ξ.
+    Langevin(f64),
+    /// h of Welling & Teh (2011), θ + (h/2)·g + √h·ξ; the same scheme with ε = h/2.
+    WellingTeh(f64),
+}
+
+impl StepSize {
+    /// ε in the library's (catalogue) convention, validated.
+    pub fn epsilon(self) -> Result<f64, SamplerError> {
+        let (raw, eps) = match self {
+            StepSize::Langevin(e) => (e, e),
+            StepSize::WellingTeh(h) => (h, h / 2.0),
+        };
+        if raw.is_finite() && raw > 0.0 {
+            Ok(eps)
+        } else {
+            Err(SamplerError::BadStepSize(raw))
+        }
+    }
+}
+
+/// Check a temperature T (finite, > 0).
+pub(crate) fn check_temperature(t: f64) -> Result<f64, SamplerError> {
+    if t.is_finite() && t > 0.0 {
+        Ok(t)
+    } else {
+        Err(SamplerError::BadTemperature(t))
+    }
+}
+
+/// Position and cached score estimate, the state every sampler has.
+#[derive(Debug, Clone, Default)]
+pub struct ChainState {
+    /// θₜ.
+    pub theta: Vec<f64>,
+    /// ĝ(θₜ).
+    pub grad: Vec<f64>,
+}
+
+impl ChainState {
+    /// Set θ ← `theta0` and compute the cached estimate.
+    pub fn start(
+        &mut self,
+        theta0: &[f64],
+        estimator: &mut dyn GradientEstimator,
+        rng: &mut ChainRng,
+    ) {
+        self.theta.clear();
+        self.theta.extend_from_slice(theta0);
+        self.grad.resize(theta0.len(), 0.0);
+        self.refresh(estimator, rng);
+    }
+
+    /// Recompute the cached estimate at the current θ.
+    #[inline]
+    pub fn refresh(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        estimator.estimate(&self.theta, &mut self.grad, rng);
+    }
+}

@@ -1,0 +1,62 @@
+//! SGLD (Welling & Teh 2011), reference §2.1:
+//! θₜ₊₁ = θₜ + ε·ĝ(θₜ) + √(2εT)·ξ, ξ ~ N(0, I), in the catalogue convention (ε = h/2).
+
+use super::{ChainState, Sampler, SamplerError, StepSize, check_temperature};
+use crate::estimator::GradientEstimator;
+use crate::rng::ChainRng;
+use rand::RngExt;
+use rand_distr::StandardNormal;
+
+/// Stochastic-gradient Langevin dynamics.
+#[derive(Debug, Clone)]
+pub struct Sgld {
+    epsilon: f64,
+    noise_sd: f64,
+    state: ChainState,
+}
+
+impl Sgld {
+    /// SGLD with step `step` and temperature `temperature` (1 targets π itself).
+    pub fn new(step: StepSize, temperature: f64) -> Result<Self, SamplerError> {
+        let epsilon = step.epsilon()?;
+        let t = check_temperature(temperature)?;
+        Ok(Self {
+            epsilon,
+            noise_sd: (2.0 * epsilon * t).sqrt(),
+            state: ChainState::default(),
+        })
+    }
+
+    /// ε, the step in the catalogue convention.
+    pub fn epsilon(&self) -> f64 {
+        self.epsilon
+    }
+}
+
+impl Sampler for Sgld {
+    fn name(&self) -> &'static str {
+        "sgld"
+    }
+
+    fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        self.state.start(theta0, estimator, rng);
+    }
+
+    #[inline]
+    fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        let (eps, sd) = (self.epsilon, self.noise_sd);
+        for (t, g) in self.state.theta.iter_mut().zip(&self.state.grad) {
+            let xi: f64 = rng.sample(StandardNormal);
+            *t += eps * g + sd * xi;
+        }
+        self.state.refresh(estimator, rng);
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.state.theta
+    }
+
+    fn score(&self) -> &[f64] {
+        &self.state.grad
+    }
+}
