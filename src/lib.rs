@@ -9,12 +9,14 @@
 //! [`optim`] (the MAP), [`io`] (draw sinks and summaries) and [`config`] (the TOML run file).
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod data;
 pub mod diagnostics;
 pub mod estimator;
 pub mod io;
 pub mod model;
 pub mod optim;
+pub mod pipeline;
 pub mod rng;
 pub mod runner;
 pub mod sampler;

@@ -1,1 +1,63 @@
-fn main() {}
+//! The `sgmcmc` command line: `demo`, `run CONFIG`, `bench`.
+
+mod bench;
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Stochastic-gradient MCMC for large data sets.
+#[derive(Parser)]
+#[command(name = "sgmcmc", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// SGLD on the built-in synthetic logistic regression (1,000,000 x 10), 4 chains from the MAP.
+    Demo {
+        /// Also write draws (Zarr) and summary.json into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override the number of iterations per chain (after burn-in).
+        #[arg(long)]
+        iterations: Option<usize>,
+        /// Print the demo's run file (a valid `sgmcmc run` config) and exit.
+        #[arg(long)]
+        print_config: bool,
+    },
+    /// Run the sampler a TOML run file describes (see README and examples/*.toml).
+    Run {
+        /// The run file.
+        config: PathBuf,
+        /// Output directory for draws.zarr and summary.json.
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+    },
+    /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo {
+            out,
+            iterations,
+            print_config,
+        } => commands::demo(out, iterations, print_config),
+        Command::Run { config, out } => commands::run(&config, &out),
+        Command::Bench(args) => bench::bench(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", chain.join(": ").replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

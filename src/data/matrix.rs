@@ -98,6 +98,9 @@ impl<T: Element> Matrix<T> {
                 len: data.len(),
             });
         }
+        if let Some(m) = Self::huge_page_copy(&data, rows, cols) {
+            return Ok(m);
+        }
         let ptr = data.as_ptr();
         Ok(Matrix {
             storage: Storage::Owned(data),
@@ -105,6 +108,25 @@ impl<T: Element> Matrix<T> {
             rows,
             cols,
         })
+    }
+
+    /// Large matrices are moved into anonymous memory advised for transparent huge pages
+    /// (Linux), so random row access does not also miss the TLB on every row; `None` when the
+    /// matrix is small or the mapping fails (the plain `Vec` is then used).
+    fn huge_page_copy(data: &[T], rows: usize, cols: usize) -> Option<Self> {
+        const MIN_BYTES: usize = 16 << 20;
+        let bytes = mem::size_of_val(data);
+        if bytes < MIN_BYTES || !cfg!(target_os = "linux") {
+            return None;
+        }
+        let mut anon = memmap2::MmapOptions::new().len(bytes).map_anon().ok()?;
+        #[cfg(target_os = "linux")]
+        let _ = anon.advise(memmap2::Advice::HugePage);
+        // SAFETY: `anon` is a fresh, page-aligned, writable mapping of exactly `bytes` bytes, and
+        // T is f32 or f64 (sealed), for which every bit pattern is valid.
+        let dst = unsafe { slice::from_raw_parts_mut(anon.as_mut_ptr().cast::<T>(), data.len()) };
+        dst.copy_from_slice(data);
+        Self::from_mmap(anon.make_read_only().ok()?, 0, rows, cols)
     }
 
     /// Wraps a read-only mapping whose bytes `offset..` hold exactly `rows * cols`
@@ -146,6 +168,29 @@ impl<T: Element> Matrix<T> {
         debug_assert!(i < self.rows, "row {i} out of range ({} rows)", self.rows);
         let start = i * self.cols;
         &self.as_slice()[start..start + self.cols]
+    }
+
+    /// Hint the CPU to start loading row `i` into cache (a no-op off x86-64). Random-row loops
+    /// call this a few rows ahead so that several memory loads are in flight at once.
+    #[inline(always)]
+    pub fn prefetch_row(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let row_bytes = self.cols * std::mem::size_of::<T>();
+            let first = self
+                .as_slice()
+                .as_ptr()
+                .wrapping_add(i * self.cols)
+                .cast::<i8>();
+            // SAFETY: a prefetch is only a hint; it never faults or reads memory into the program.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(first);
+                _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(row_bytes.saturating_sub(1)));
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
     }
 
     /// All rows contiguously (row-major), `rows() * cols()` elements.
@@ -309,6 +354,22 @@ pub fn validate(ds: &Dataset) -> Result<(), DataError> {
         check_same_rows(&ds.features, &ds.features_source, t, name)?;
     }
     validate_finite(ds)
+}
+
+/// Rows ahead that random-row loops prefetch.
+pub const PREFETCH_DISTANCE: usize = 16;
+
+/// Sum of all values of the rows `indices` (with the same prefetching as the model kernels): the
+/// memory-bound reference loop of `sgmcmc bench`.
+pub fn gather_sum<T: Element>(m: &Matrix<T>, indices: &[u32]) -> f64 {
+    let mut acc = 0.0;
+    for (k, &i) in indices.iter().enumerate() {
+        if let Some(&ahead) = indices.get(k + PREFETCH_DISTANCE) {
+            m.prefetch_row(ahead as usize);
+        }
+        acc += m.row(i as usize).iter().map(|v| v.to_f64()).sum::<f64>();
+    }
+    acc
 }
 
 #[cfg(test)]

@@ -9,13 +9,14 @@ mod error;
 mod libsvm;
 mod matrix;
 mod npy;
+pub mod synthetic;
 
 pub use self::csv::load_csv;
 pub use self::error::DataError;
 pub use self::libsvm::load_libsvm;
 pub use self::matrix::{
-    Element, Matrix, check_finite_matrix, check_finite_targets, check_nonempty, check_same_rows,
-    validate, validate_finite,
+    Element, Matrix, PREFETCH_DISTANCE, check_finite_matrix, check_finite_targets, check_nonempty,
+    check_same_rows, gather_sum, validate, validate_finite,
 };
 pub use self::npy::{load_npy_features, load_npy_vector};
 

@@ -2,7 +2,9 @@
 //! and the run summary written as JSON.
 
 pub mod sink;
+pub mod summary;
 pub mod zarr;
 
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee};
+pub use summary::{ParameterRow, format_table, summarize_parameters};
 pub use zarr::ZarrSink;

@@ -5,7 +5,7 @@
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
 use super::{DataIndex, Model, ModelError, NormalPrior, Scratch, debug_check_dim};
-use crate::data::{DataError, Dataset, Element, Features, Matrix};
+use crate::data::{DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE};
 use crate::rng::ChainRng;
 
 /// The response distribution of a GLM, as a function of the linear predictor z.
@@ -179,7 +179,10 @@ impl<F: Family> Glm<F> {
             rest.split_at_mut(0)
         };
         let mut sum_r = 0.0;
-        for &i in batch {
+        for (k, &i) in batch.iter().enumerate() {
+            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
+                x.prefetch_row(ahead as usize);
+            }
             let i = i as usize;
             let row = x.row(i);
             let z = dot(row, w) + b;
@@ -207,6 +210,9 @@ impl<F: Family> Glm<F> {
         let (w, b, extra) = self.split(theta);
         let mut total = 0.0;
         for (k, &i) in batch.iter().enumerate() {
+            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
+                x.prefetch_row(ahead as usize);
+            }
             let i = i as usize;
             let row = x.row(i);
             let z = dot(row, w) + b;
@@ -250,7 +256,10 @@ impl<F: Family> Glm<F> {
         };
         let mut sum_r = 0.0;
         let mut total = 0.0;
-        for &i in batch {
+        for (k, &i) in batch.iter().enumerate() {
+            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
+                x.prefetch_row(ahead as usize);
+            }
             let i = i as usize;
             let row = x.row(i);
             let z = dot(row, w) + b;

@@ -3,4 +3,4 @@
 pub mod lbfgs;
 mod map;
 
-pub use map::{MapError, MapResult, find_map};
+pub use map::{MapError, MapResult, find_map, laplace_covariance};

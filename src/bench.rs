@@ -1,0 +1,211 @@
+//! `sgmcmc bench`: SGLD iterations/s, one chain, on the demo's synthetic logistic data, against
+//! the memory bound of the same access pattern.
+//!
+//! Per iteration at batch n and d features, the gradient reads n random rows (d values each,
+//! which touch ⌈row bytes / 64⌉ or one more cache lines depending on alignment), n labels (1 byte)
+//! and n indices (4 bytes, plus the partial Fisher–Yates swaps in the permutation buffer), and
+//! does n·(2d + 2d) FLOPs for the dot products and the gradient update plus one exp per row.
+//! The bound is measured, not assumed: a loop that only gathers the same rows (summing them)
+//! with the same index stream is timed on this machine, and SGLD's rate is reported as a
+//! fraction of it.
+
+use anyhow::{Result, bail};
+use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
+use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch, Subsampler};
+use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
+use sgmcmc::optim::find_map;
+use sgmcmc::optim::lbfgs::LbfgsOptions;
+use sgmcmc::rng::stream;
+use sgmcmc::sampler::{Sampler, Sgld, StepSize};
+use std::hint::black_box;
+use std::time::Instant;
+
+/// Options of `sgmcmc bench`.
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Rows N of the synthetic data.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: usize,
+    /// Features d.
+    #[arg(long, default_value_t = 10)]
+    dim: usize,
+    /// Batch sizes to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 1_000])]
+    batches: Vec<usize>,
+    /// Feature storage precisions to measure: f64, f32 (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [String::from("f64"), String::from("f32")])]
+    precision: Vec<String>,
+    /// Seconds per timed repeat.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Timed repeats (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Run `step` in timed blocks of at least `seconds`; returns the median rate (calls/s).
+fn rate(seconds: f64, repeats: usize, mut step: impl FnMut()) -> f64 {
+    // Warm-up, and an estimate of how many calls fill a block.
+    let t = Instant::now();
+    let mut calls = 0usize;
+    while t.elapsed().as_secs_f64() < 0.2 * seconds {
+        step();
+        calls += 1;
+    }
+    let per_block = ((calls as f64 / (0.2 * seconds)) * seconds).max(1.0) as usize;
+    let rates = (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..per_block {
+                step();
+            }
+            per_block as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect();
+    median(rates)
+}
+
+fn to_f32(data: &Dataset) -> Dataset {
+    let Features::F64(m) = &data.features else {
+        unreachable!("synthetic data are f64")
+    };
+    let x: Vec<f32> = m.as_slice().iter().map(|&v| v as f32).collect();
+    Dataset {
+        features: Features::F32(Matrix::from_vec(x, m.rows(), m.cols()).expect("same shape")),
+        targets: data.targets.clone(),
+        feature_names: data.feature_names.clone(),
+        features_source: data.features_source.clone(),
+        targets_source: data.targets_source.clone(),
+    }
+}
+
+/// Gather-only loop over the same rows: the memory bound of the access pattern.
+fn gather_rate(features: &Features, n_batch: usize, seconds: f64, repeats: usize) -> f64 {
+    let mut sub = Subsampler::new(features.rows());
+    let mut rng = stream(99, 0);
+    let mut acc = 0.0f64;
+    let r = match features {
+        Features::F64(m) => rate(seconds, repeats, || {
+            let b = sub.draw(n_batch, &mut rng);
+            acc += sgmcmc::data::gather_sum(m, b);
+        }),
+        Features::F32(m) => rate(seconds, repeats, || {
+            let b = sub.draw(n_batch, &mut rng);
+            acc += sgmcmc::data::gather_sum(m, b);
+        }),
+    };
+    black_box(acc);
+    r
+}
+
+/// Index sampling alone (partial Fisher–Yates), per batch.
+fn index_rate(rows: usize, n_batch: usize, seconds: f64, repeats: usize) -> f64 {
+    let mut sub = Subsampler::new(rows);
+    let mut rng = stream(98, 0);
+    rate(seconds, repeats, || {
+        black_box(sub.draw(n_batch, &mut rng));
+    })
+}
+
+/// `sgmcmc bench`.
+pub fn bench(args: &BenchArgs) -> Result<()> {
+    for p in &args.precision {
+        if p != "f64" && p != "f32" {
+            bail!("--precision: unknown precision {p:?} (use f64 and/or f32)");
+        }
+    }
+    if args.batches.iter().any(|&b| b == 0 || b > args.rows) {
+        bail!("--batches: every batch size must be in 1..={}", args.rows);
+    }
+    println!(
+        "sgmcmc bench: SGLD, one chain, synthetic logistic regression N = {}, d = {}; median of {} x {:.1} s; {} threads available",
+        args.rows,
+        args.dim,
+        args.repeats,
+        args.seconds,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let (data64, _) = synthetic::logistic_regression(args.rows, args.dim, 20_211_118);
+    let mut map_theta = None;
+    println!(
+        "{:<5} {:>7} {:>12} {:>10} {:>12} {:>11} {:>10} {:>10} {:>13}",
+        "prec",
+        "batch",
+        "SGLD it/s",
+        "ns/row",
+        "gather it/s",
+        "of bound",
+        "MB/it",
+        "MFLOP/it",
+        "index-only/s"
+    );
+    for p in &args.precision {
+        let data = if p == "f32" {
+            to_f32(&data64)
+        } else {
+            clone_dataset(&data64)
+        };
+        let model = Glm::new(data, Bernoulli, NormalPrior::new(10.0)?, false)?;
+        let theta0 = match &map_theta {
+            Some(t) => t,
+            None => {
+                map_theta = Some(
+                    find_map(&model, &vec![0.0; model.dim()], &LbfgsOptions::default())?.theta,
+                );
+                map_theta.as_ref().expect("just set")
+            }
+        };
+        for &n in &args.batches {
+            let mut est = Minibatch::new(&model, BatchSize::Count(n))?;
+            let mut sgld = Sgld::new(StepSize::Langevin(1e-8), 1.0)?;
+            let mut rng = stream(1, 0);
+            sgld.start(theta0, &mut est, &mut rng);
+            let it_s = rate(args.seconds, args.repeats, || sgld.step(&mut est, &mut rng));
+            let gather = gather_rate(model.features(), n, args.seconds, args.repeats);
+            let idx = index_rate(args.rows, n, args.seconds, args.repeats);
+            let elem = if p == "f32" { 4 } else { 8 };
+            let row_bytes = args.dim * elem;
+            // Average cache lines a row of `row_bytes` at offset i·row_bytes touches.
+            let lines: f64 = (0..64)
+                .map(|i| ((i * row_bytes) % 64 + row_bytes).div_ceil(64) as f64)
+                .sum::<f64>()
+                / 64.0;
+            let bytes = n as f64 * (lines * 64.0 + 64.0 /* label line */ + 8.0/* index + swap */);
+            let flops = n as f64 * (4.0 * args.dim as f64 + 20.0);
+            println!(
+                "{:<5} {:>7} {:>12.0} {:>10.1} {:>12.0} {:>10.0}% {:>10.3} {:>10.3} {:>13.0}",
+                p,
+                n,
+                it_s,
+                1e9 / (it_s * n as f64),
+                gather,
+                100.0 * it_s / gather,
+                bytes / 1e6,
+                flops / 1e6,
+                idx
+            );
+            black_box(est.cost_per_estimate());
+        }
+    }
+    Ok(())
+}
+
+fn clone_dataset(d: &Dataset) -> Dataset {
+    let Features::F64(m) = &d.features else {
+        unreachable!("synthetic data are f64")
+    };
+    Dataset {
+        features: Features::F64(
+            Matrix::from_vec(m.as_slice().to_vec(), m.rows(), m.cols()).expect("same shape"),
+        ),
+        targets: d.targets.clone(),
+        feature_names: d.feature_names.clone(),
+        features_source: d.features_source.clone(),
+        targets_source: d.targets_source.clone(),
+    }
+}

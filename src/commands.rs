@@ -1,0 +1,138 @@
+//! The `demo` and `run` commands.
+
+use anyhow::{Context, Result};
+use sgmcmc::config::Config;
+use sgmcmc::data::synthetic;
+use sgmcmc::io::format_table;
+use sgmcmc::model::Model;
+use sgmcmc::optim::laplace_covariance;
+use sgmcmc::pipeline::{self, Outcome};
+use sgmcmc::runner::auto_progress;
+use std::path::{Path, PathBuf};
+
+/// The demo's run file, embedded so `demo` needs no files.
+const DEMO_CONFIG: &str = include_str!("../examples/demo.toml");
+
+fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
+    println!();
+    print!("{}", format_table(&outcome.parameters, extra));
+    println!();
+    let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
+    println!(
+        "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
+        outcome.chains, per_chain, outcome.seconds, outcome.iterations_per_second, outcome.draws
+    );
+    if let Some(map) = &outcome.map {
+        println!(
+            "MAP by L-BFGS: {} iterations, {} full-data evaluations, {:.2} s, |grad|_inf = {:.2e}{}",
+            map.iterations,
+            map.evaluations,
+            outcome.map_seconds,
+            map.gradient_norm,
+            if map.converged {
+                ""
+            } else {
+                " (NOT converged: the chains start from the last iterate)"
+            }
+        );
+    }
+    for c in &outcome.run.chains {
+        if let Some(d) = &c.divergence {
+            println!(
+                "WARNING: chain {} diverged at iteration {} (non-finite state); its {} earlier draws are \
+                 stored but left out of the summary. Last finite state: {:?}",
+                c.chain, d.iteration, c.draws, d.last_finite_state
+            );
+        }
+    }
+}
+
+fn write_outputs(out: &Path, outcome: &Outcome, cfg: &Config, model: &dyn Model) -> Result<()> {
+    let summary = pipeline::summary_json(outcome, cfg, model);
+    let path = pipeline::write_summary(out, &summary)?;
+    println!(
+        "draws: {}   summary: {}",
+        out.join("draws.zarr").display(),
+        path.display()
+    );
+    Ok(())
+}
+
+fn prepare_out(out: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    Ok(out.join("draws.zarr"))
+}
+
+/// `sgmcmc demo`.
+pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool) -> Result<()> {
+    if print_config {
+        print!("{DEMO_CONFIG}");
+        return Ok(());
+    }
+    let mut cfg = Config::from_toml(DEMO_CONFIG, "examples/demo.toml")?;
+    if let Some(n) = iterations {
+        cfg.run.iterations = Some(n);
+    }
+    let syn = cfg
+        .data
+        .synthetic
+        .clone()
+        .context("the demo config uses synthetic data")?;
+    let t0 = std::time::Instant::now();
+    let (data, theta_star) = synthetic::logistic_regression(syn.rows, syn.dim, syn.seed);
+    let model = pipeline::build_model(&cfg.model, data)?;
+    println!(
+        "sgmcmc demo: Bayesian logistic regression, N = {} rows, d = {}, prior N(0, 10 I); data built in {:.2} s",
+        model.num_data(),
+        model.dim(),
+        t0.elapsed().as_secs_f64()
+    );
+    println!(
+        "SGLD, step 2e-8, batch 1 % (10,000 rows), {} chains x {} iterations (burn-in {}, thin {}), from the MAP",
+        cfg.run.chains,
+        cfg.run.iterations.unwrap_or(0),
+        cfg.run.burn_in,
+        cfg.run.thin
+    );
+    let zarr = out.as_deref().map(prepare_out).transpose()?;
+    let progress = auto_progress(cfg.run.chains);
+    let outcome = pipeline::execute(&cfg, model.as_ref(), zarr.as_deref(), progress.as_ref())?;
+    let laplace_sd: Vec<f64> = outcome
+        .map
+        .as_ref()
+        .and_then(|m| laplace_covariance(model.as_ref(), &m.theta))
+        .map(|cov| {
+            (0..model.dim())
+                .map(|j| cov[j * model.dim() + j].sqrt())
+                .collect()
+        })
+        .unwrap_or_default();
+    print_outcome(
+        &outcome,
+        &[("true", &theta_star), ("laplace_sd", &laplace_sd)],
+    );
+    println!(
+        "(true = the theta* that generated the data; laplace_sd = sd of the Laplace approximation at the MAP)"
+    );
+    if let Some(dir) = &out {
+        write_outputs(dir, &outcome, &cfg, model.as_ref())?;
+    }
+    Ok(())
+}
+
+/// `sgmcmc run CONFIG --out DIR`.
+pub fn run(config: &Path, out: &Path) -> Result<()> {
+    let cfg = Config::from_file(config)?;
+    let data = pipeline::load_data(&cfg.data)?;
+    let model = pipeline::build_model(&cfg.model, data)?;
+    // Validate every setting before creating output.
+    pipeline::build_sampler(&cfg.sampler)?;
+    pipeline::build_estimator(&cfg.gradient, model.as_ref())?;
+    pipeline::run_settings(&cfg)?;
+    let zarr = prepare_out(out)?;
+    let progress = auto_progress(cfg.run.chains);
+    let outcome = pipeline::execute(&cfg, model.as_ref(), Some(&zarr), progress.as_ref())?;
+    print_outcome(&outcome, &[]);
+    write_outputs(out, &outcome, &cfg, model.as_ref())
+}

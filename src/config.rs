@@ -1,0 +1,490 @@
+//! The run file: a TOML document that names the data, model, sampler, gradient estimator and
+//! run settings. Every table rejects unknown keys, so a misspelt key is an error naming it.
+//! `examples/*.toml` and the README document every key.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A whole run file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where the data come from.
+    pub data: DataConfig,
+    /// The model and its prior.
+    pub model: ModelConfig,
+    /// The sampler and its hyperparameters.
+    pub sampler: SamplerConfig,
+    /// The gradient estimator.
+    #[serde(default)]
+    pub gradient: GradientConfig,
+    /// Seed, chains, budget, burn-in, thinning, initialisation.
+    #[serde(default)]
+    pub run: RunConfig,
+}
+
+/// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`, or
+/// `synthetic`. Relative paths are relative to the run file's directory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataConfig {
+    /// Feature matrix: `.npy` (f64 or f32, memory-mapped) or `.csv` with a header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<PathBuf>,
+    /// Response vector for `features`: `.npy`, or `.csv` (one column, or the `target` column).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<PathBuf>,
+    /// One CSV table holding features and the `target` column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<PathBuf>,
+    /// Name of the response column in `table` (or in a CSV `targets` file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// A LIBSVM text file (`.gz` allowed); labels are the targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub libsvm: Option<PathBuf>,
+    /// Number of LIBSVM feature columns (default: the largest index seen).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n_features: Option<usize>,
+    /// A built-in synthetic data set instead of files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<SyntheticConfig>,
+}
+
+/// The built-in synthetic logistic-regression data of the demo: x ~ N(0, I), θ* ~ N(0, I),
+/// y ~ Bernoulli(σ(xᵀθ*)), all from `seed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyntheticConfig {
+    /// Number of rows N.
+    pub rows: usize,
+    /// Number of features d.
+    pub dim: usize,
+    /// Seed of the data (independent of the run seed).
+    #[serde(default = "default_data_seed")]
+    pub seed: u64,
+}
+
+fn default_data_seed() -> u64 {
+    20_211_118
+}
+
+/// The model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelConfig {
+    /// Logistic regression, labels 0/1 (or −1/+1).
+    Logistic {
+        /// Prior variance σ² of θ ~ N(0, σ²I).
+        #[serde(default = "default_prior_variance")]
+        prior_variance: f64,
+        /// Add an intercept parameter.
+        #[serde(default)]
+        intercept: bool,
+    },
+    /// Linear regression with Gaussian noise.
+    Linear {
+        /// Prior variance σ² of the coefficients.
+        #[serde(default = "default_prior_variance")]
+        prior_variance: f64,
+        /// Add an intercept parameter.
+        #[serde(default)]
+        intercept: bool,
+        /// Known noise variance, or `"learn"` to sample log σ² as a parameter.
+        #[serde(default)]
+        noise_variance: NoiseVariance,
+        /// Prior variance of log σ² when the noise is learned.
+        #[serde(default = "default_prior_variance")]
+        log_noise_prior_variance: f64,
+    },
+    /// Gaussian location model xᵢ ~ N(θ, Σ) (no targets).
+    Gaussian {
+        /// Σ, row-major D×D (default: the identity).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covariance: Option<Vec<f64>>,
+        /// Prior variance τ₀² (`inf` for a flat prior).
+        #[serde(default = "default_prior_variance")]
+        prior_variance: f64,
+    },
+}
+
+fn default_prior_variance() -> f64 {
+    10.0
+}
+
+/// Noise variance of the linear model: a number, or `"learn"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NoiseVariance {
+    /// Known σ².
+    Fixed(f64),
+    /// Sample log σ² as a parameter.
+    Learn,
+}
+
+impl Default for NoiseVariance {
+    fn default() -> Self {
+        NoiseVariance::Fixed(1.0)
+    }
+}
+
+impl Serialize for NoiseVariance {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NoiseVariance::Fixed(v) => s.serialize_f64(*v),
+            NoiseVariance::Learn => s.serialize_str("learn"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for NoiseVariance {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = NoiseVariance;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a positive number or \"learn\"")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(NoiseVariance::Fixed(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(NoiseVariance::Fixed(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "learn" => Ok(NoiseVariance::Learn),
+                    _ => Err(E::custom(format!(
+                        "noise_variance: expected a positive number or \"learn\", got {v:?}"
+                    ))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The sampler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SamplerConfig {
+    /// SGLD (reference §2.1). Give `step_size` (ε, catalogue convention) or `welling_teh_step`
+    /// (h = 2ε).
+    Sgld {
+        /// ε: θ + ε·ĝ + √(2ε)·ξ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_size: Option<f64>,
+        /// h of Welling & Teh: θ + (h/2)·ĝ + √h·ξ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        welling_teh_step: Option<f64>,
+        /// Posterior temperature T (targets π^{1/T}).
+        #[serde(default = "one")]
+        temperature: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The gradient estimator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GradientConfig {
+    /// `"minibatch"` (default) or `"full"`.
+    #[serde(default)]
+    pub estimator: EstimatorKind,
+    /// A count (integer) or a fraction of N (a number in (0, 1]); default 1 % of N.
+    #[serde(default = "default_batch")]
+    pub batch_size: BatchSizeConfig,
+}
+
+impl Default for GradientConfig {
+    fn default() -> Self {
+        Self {
+            estimator: EstimatorKind::default(),
+            batch_size: default_batch(),
+        }
+    }
+}
+
+fn default_batch() -> BatchSizeConfig {
+    BatchSizeConfig::Fraction(0.01)
+}
+
+/// Which gradient estimator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EstimatorKind {
+    /// Standard minibatch estimator with N/n scaling.
+    #[default]
+    Minibatch,
+    /// Exact full-data gradient.
+    Full,
+}
+
+/// A batch size as written: an integer count, a fraction of N in (0, 1], or a percentage
+/// string such as `"1%"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BatchSizeConfig {
+    /// A count.
+    Count(u64),
+    /// A fraction of N in (0, 1].
+    Fraction(f64),
+}
+
+impl Serialize for BatchSizeConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchSizeConfig::Count(c) => s.serialize_u64(*c),
+            BatchSizeConfig::Fraction(f) => s.serialize_f64(*f),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for BatchSizeConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = BatchSizeConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a count (integer), a fraction of N (number in (0, 1]) or a percentage like \"1%\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                u64::try_from(v)
+                    .map(BatchSizeConfig::Count)
+                    .map_err(|_| E::custom(format!("batch_size must be at least 1, got {v}")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(BatchSizeConfig::Count(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(BatchSizeConfig::Fraction(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                v.strip_suffix('%')
+                    .and_then(|p| p.trim().parse::<f64>().ok())
+                    .map(|p| BatchSizeConfig::Fraction(p / 100.0))
+                    .ok_or_else(|| {
+                        E::custom(format!(
+                            "batch_size: cannot read {v:?}; use a count, a fraction or \"1%\""
+                        ))
+                    })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl BatchSizeConfig {
+    /// As the estimator's [`crate::estimator::BatchSize`].
+    pub fn to_batch_size(self) -> crate::estimator::BatchSize {
+        match self {
+            BatchSizeConfig::Count(c) => crate::estimator::BatchSize::Count(c as usize),
+            BatchSizeConfig::Fraction(f) => crate::estimator::BatchSize::Fraction(f),
+        }
+    }
+}
+
+/// Seed, chains, budget, burn-in, thinning and initialisation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// The seed every random stream derives from.
+    #[serde(default)]
+    pub seed: u64,
+    /// Number of chains (run in parallel).
+    #[serde(default = "default_chains")]
+    pub chains: usize,
+    /// Iterations per chain after burn-in (default 10,000 unless `budget_seconds` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations: Option<usize>,
+    /// Wall-clock budget per chain in seconds, instead of `iterations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_seconds: Option<f64>,
+    /// Iterations discarded at the start of each chain.
+    #[serde(default)]
+    pub burn_in: usize,
+    /// Keep every `thin`-th iteration.
+    #[serde(default = "one_usize")]
+    pub thin: usize,
+    /// Starting point: `"map"`, `"prior"`, `"zeros"`, or `{ file = "theta0.npy" }` (one row
+    /// shared by all chains, or one row per chain).
+    #[serde(default)]
+    pub init: InitConfig,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            seed: 0,
+            chains: default_chains(),
+            iterations: None,
+            budget_seconds: None,
+            burn_in: 0,
+            thin: 1,
+            init: InitConfig::default(),
+        }
+    }
+}
+
+fn default_chains() -> usize {
+    4
+}
+
+fn one_usize() -> usize {
+    1
+}
+
+/// Default number of iterations when neither `iterations` nor `budget_seconds` is given.
+pub const DEFAULT_ITERATIONS: usize = 10_000;
+
+/// Where chains start: `"map"` (default), `"prior"`, `"zeros"`, or `{ file = "theta0.npy" }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitConfig {
+    /// A keyword.
+    Keyword(InitKeyword),
+    /// A file with D values (`.npy`, or text with numbers separated by commas or spaces), one
+    /// row shared by all chains or one row per chain.
+    File {
+        /// Path of the file.
+        file: PathBuf,
+    },
+}
+
+impl Default for InitConfig {
+    fn default() -> Self {
+        InitConfig::Keyword(InitKeyword::Map)
+    }
+}
+
+impl Serialize for InitConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            InitConfig::Keyword(k) => k.serialize(s),
+            InitConfig::File { file } => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("file", file)?;
+                m.end()
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for InitConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = InitConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"map\", \"prior\", \"zeros\" or { file = \"...\" }")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                match v {
+                    "map" => Ok(InitConfig::Keyword(InitKeyword::Map)),
+                    "prior" => Ok(InitConfig::Keyword(InitKeyword::Prior)),
+                    "zeros" => Ok(InitConfig::Keyword(InitKeyword::Zeros)),
+                    _ => Err(E::custom(format!(
+                        "init: unknown value {v:?}; expected \"map\", \"prior\", \"zeros\" or {{ file = \"...\" }}"
+                    ))),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut file = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "file" {
+                        file = Some(map.next_value::<PathBuf>()?);
+                    } else {
+                        return Err(serde::de::Error::custom(format!(
+                            "init: unknown key `{key}`, expected `file`"
+                        )));
+                    }
+                }
+                file.map(|file| InitConfig::File { file })
+                    .ok_or_else(|| serde::de::Error::custom("init: missing `file`"))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Initialisation keywords.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitKeyword {
+    /// The MAP (found by L-BFGS on the full data); every chain starts there.
+    Map,
+    /// An independent prior draw per chain.
+    Prior,
+    /// θ = 0.
+    Zeros,
+}
+
+/// A config that cannot be read or is invalid; one line naming the file, line and problem.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}{location}: {message}")]
+pub struct ConfigError {
+    /// The run file.
+    pub path: String,
+    /// `:line:column` when known.
+    pub location: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Config {
+    /// Parse a run file from text; `path` names it in errors.
+    pub fn from_toml(text: &str, path: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let location = e
+                .span()
+                .map(|s| {
+                    let before = &text[..s.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+                    format!(":{line}:{col}")
+                })
+                .unwrap_or_default();
+            ConfigError {
+                path: path.into(),
+                location,
+                message: e.message().replace('\n', " "),
+            }
+        })
+    }
+
+    /// Read and parse a run file; relative data paths are resolved against its directory.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.display().to_string(),
+            location: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let mut cfg = Self::from_toml(&text, &path.display().to_string())?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        cfg.resolve_paths(base);
+        Ok(cfg)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let fix = |p: &mut Option<PathBuf>| {
+            if let Some(p) = p
+                && p.is_relative()
+            {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut self.data.features);
+        fix(&mut self.data.targets);
+        fix(&mut self.data.table);
+        fix(&mut self.data.libsvm);
+        if let InitConfig::File { file } = &mut self.run.init
+            && file.is_relative()
+        {
+            *file = base.join(&*file);
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! From a [`Config`] to draws: load and validate the data, build the model, the per-chain
+//! samplers and estimators, choose starting points, run, and summarise. The CLI's `run` and
+//! `demo` commands are thin wrappers around [`execute`].
+
+use crate::config::{
+    Config, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword, ModelConfig,
+    NoiseVariance, SamplerConfig,
+};
+use crate::data::{self, DataError, Dataset};
+use crate::estimator::{EstimatorError, FullBatch, GradientEstimator, Minibatch};
+use crate::io::{
+    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
+};
+use crate::model::{
+    Bernoulli, GaussianModel, Glm, Model, ModelError, NoiseModel, Normal, NormalPrior,
+};
+use crate::optim::lbfgs::LbfgsOptions;
+use crate::optim::{MapError, MapResult, find_map};
+use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
+use crate::sampler::{Sampler, SamplerError, Sgld, StepSize};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Anything that stops a run, as one line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// Bad or unreadable data.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// The data do not fit the model, or a bad model setting.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// Bad estimator setting (e.g. batch larger than N).
+    #[error(transparent)]
+    Estimator(#[from] EstimatorError),
+    /// Bad sampler setting (e.g. step size ≤ 0).
+    #[error(transparent)]
+    Sampler(#[from] SamplerError),
+    /// The MAP could not be found.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// The run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// Output could not be written.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// Anything else, already phrased.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Load the data named by the `[data]` table and validate it (non-empty, equal row counts,
+/// finite values).
+pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
+    let given = [
+        cfg.features.is_some(),
+        cfg.table.is_some(),
+        cfg.libsvm.is_some(),
+        cfg.synthetic.is_some(),
+    ];
+    if given.iter().filter(|&&g| g).count() != 1 {
+        return Err(PipelineError::Other(
+            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm` or `synthetic`".into(),
+        ));
+    }
+    let ds = if let Some(s) = &cfg.synthetic {
+        if s.rows == 0 || s.dim == 0 {
+            return Err(PipelineError::Other(
+                "[data.synthetic] rows and dim must be at least 1".into(),
+            ));
+        }
+        data::synthetic::logistic_regression(s.rows, s.dim, s.seed).0
+    } else if let Some(path) = &cfg.libsvm {
+        data::load_libsvm(path, cfg.n_features)?
+    } else if let Some(path) = &cfg.table {
+        if cfg.target.is_none() && cfg.targets.is_some() {
+            return Err(PipelineError::Other(
+                "[data] `table` takes `target` (a column name), not `targets`".into(),
+            ));
+        }
+        data::load_csv(path, cfg.target.as_deref())?
+    } else {
+        let path = cfg.features.as_ref().expect("checked above");
+        let mut ds = load_features_file(path)?;
+        if let Some(tpath) = &cfg.targets {
+            let targets = load_targets_file(tpath, cfg.target.as_deref())?;
+            data::check_same_rows(
+                &ds.features,
+                &ds.features_source,
+                &targets,
+                &tpath.display().to_string(),
+            )?;
+            ds.targets = Some(targets);
+            ds.targets_source = Some(tpath.display().to_string());
+        }
+        ds
+    };
+    data::validate(&ds)?;
+    Ok(ds)
+}
+
+fn is_npy(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+}
+
+fn load_features_file(path: &Path) -> Result<Dataset, PipelineError> {
+    if is_npy(path) {
+        let features = data::load_npy_features(path)?;
+        Ok(Dataset {
+            feature_names: Vec::new(),
+            features,
+            targets: None,
+            features_source: path.display().to_string(),
+            targets_source: None,
+        })
+    } else {
+        Ok(data::load_csv(path, None)?)
+    }
+}
+
+fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, PipelineError> {
+    if is_npy(path) {
+        return Ok(data::load_npy_vector(path)?);
+    }
+    let ds = data::load_csv(path, column)?;
+    match (ds.targets, &ds.features) {
+        (Some(t), _) => Ok(t),
+        (None, f) if f.cols() == 1 => {
+            let data::Features::F64(m) = f else {
+                unreachable!("CSV features are f64")
+            };
+            Ok(m.as_slice().to_vec())
+        }
+        (None, f) => Err(PipelineError::Other(format!(
+            "{}: {} columns; name the response column with `target`",
+            path.display(),
+            f.cols()
+        ))),
+    }
+}
+
+/// Build the model of the `[model]` table over `data`.
+pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
+    Ok(match cfg {
+        ModelConfig::Logistic {
+            prior_variance,
+            intercept,
+        } => Box::new(Glm::new(
+            data,
+            Bernoulli,
+            NormalPrior::new(*prior_variance)?,
+            *intercept,
+        )?),
+        ModelConfig::Linear {
+            prior_variance,
+            intercept,
+            noise_variance,
+            log_noise_prior_variance,
+        } => {
+            let noise = match noise_variance {
+                NoiseVariance::Fixed(v) => NoiseModel::Fixed { variance: *v },
+                NoiseVariance::Learn => NoiseModel::Learned {
+                    prior_variance: *log_noise_prior_variance,
+                },
+            };
+            Box::new(Glm::new(
+                data,
+                Normal::new(noise)?,
+                NormalPrior::new(*prior_variance)?,
+                *intercept,
+            )?)
+        }
+        ModelConfig::Gaussian {
+            covariance,
+            prior_variance,
+        } => {
+            let d = data.features.cols();
+            let identity: Vec<f64> = (0..d * d)
+                .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
+                .collect();
+            let cov = covariance.as_deref().unwrap_or(&identity);
+            Box::new(GaussianModel::new(data.features, cov, *prior_variance)?)
+        }
+    })
+}
+
+/// A fresh sampler as the `[sampler]` table describes.
+pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
+    match cfg {
+        SamplerConfig::Sgld {
+            step_size,
+            welling_teh_step,
+            temperature,
+        } => {
+            let step = match (step_size, welling_teh_step) {
+                (Some(e), None) => StepSize::Langevin(*e),
+                (None, Some(h)) => StepSize::WellingTeh(*h),
+                _ => {
+                    return Err(PipelineError::Other(
+                        "[sampler] give exactly one of `step_size` and `welling_teh_step`".into(),
+                    ));
+                }
+            };
+            Ok(Box::new(Sgld::new(step, *temperature)?))
+        }
+    }
+}
+
+/// A fresh gradient estimator as the `[gradient]` table describes.
+pub fn build_estimator<'m>(
+    cfg: &GradientConfig,
+    model: &'m dyn Model,
+) -> Result<Box<dyn GradientEstimator + 'm>, PipelineError> {
+    Ok(match cfg.estimator {
+        EstimatorKind::Minibatch => {
+            Box::new(Minibatch::new(model, cfg.batch_size.to_batch_size())?)
+        }
+        EstimatorKind::Full => Box::new(FullBatch::new(model)),
+    })
+}
+
+/// Run-level settings from the `[run]` table.
+pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
+    let r = &cfg.run;
+    let budget = match (r.iterations, r.budget_seconds) {
+        (Some(_), Some(_)) => {
+            return Err(PipelineError::Other(
+                "[run] give `iterations` or `budget_seconds`, not both".into(),
+            ));
+        }
+        (Some(n), None) => Budget::Iterations(n),
+        (None, Some(s)) if s.is_finite() && s > 0.0 => {
+            Budget::WallClock(Duration::from_secs_f64(s))
+        }
+        (None, Some(s)) => {
+            return Err(PipelineError::Other(format!(
+                "[run] budget_seconds must be > 0, got {s}"
+            )));
+        }
+        (None, None) => Budget::Iterations(crate::config::DEFAULT_ITERATIONS),
+    };
+    Ok(RunSettings {
+        seed: r.seed,
+        chains: r.chains,
+        budget,
+        burn_in: r.burn_in,
+        thin: r.thin,
+    })
+}
+
+/// Starting points from a file: one row of D values shared by every chain, or one row per
+/// chain (`.npy` of shape D, 1×D or C×D; text with one row per line, values separated by
+/// commas or spaces).
+fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>>, PipelineError> {
+    let shown = path.display();
+    let rows: Vec<Vec<f64>> = if is_npy(path) {
+        match data::load_npy_features(path)? {
+            data::Features::F64(m) if m.cols() == dim || m.rows() * m.cols() == dim => {
+                m.as_slice().chunks(dim).map(<[f64]>::to_vec).collect()
+            }
+            data::Features::F32(m) if m.cols() == dim || m.rows() * m.cols() == dim => m
+                .as_slice()
+                .chunks(dim)
+                .map(|r| r.iter().map(|&v| f64::from(v)).collect())
+                .collect(),
+            f => {
+                return Err(PipelineError::Other(format!(
+                    "{shown}: init array is {} x {}, the model has {dim} parameters",
+                    f.rows(),
+                    f.cols()
+                )));
+            }
+        }
+    } else {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PipelineError::Other(format!("{shown}: cannot read init file: {e}")))?;
+        let mut rows = Vec::new();
+        for (line_no, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let row = line
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|t| !t.is_empty())
+                .map(|t| {
+                    t.parse::<f64>().map_err(|_| {
+                        PipelineError::Other(format!(
+                            "{shown}: line {}: cannot parse {t:?} as a number",
+                            line_no + 1
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if row.len() != dim {
+                return Err(PipelineError::Other(format!(
+                    "{shown}: line {}: init row has {} values, the model has {dim} parameters",
+                    line_no + 1,
+                    row.len()
+                )));
+            }
+            rows.push(row);
+        }
+        rows
+    };
+    if rows.len() != 1 && rows.len() != chains {
+        return Err(PipelineError::Other(format!(
+            "{shown}: {} init rows; give 1 (shared) or one per chain ({chains})",
+            rows.len()
+        )));
+    }
+    for (r, row) in rows.iter().enumerate() {
+        if let Some(k) = row.iter().position(|v| !v.is_finite()) {
+            return Err(PipelineError::Other(format!(
+                "{shown}: row {}, value {}: not finite",
+                r + 1,
+                k + 1
+            )));
+        }
+    }
+    Ok(rows)
+}
+
+/// What [`execute`] produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// Per-parameter summary over the chains that did not diverge.
+    pub parameters: Vec<ParameterRow>,
+    /// One chain's iterations per second (mean over chains).
+    pub iterations_per_second: f64,
+    /// Draws kept over all chains.
+    pub draws: usize,
+    /// Number of chains.
+    pub chains: usize,
+    /// Wall-clock seconds of the sampling run (MAP excluded).
+    pub seconds: f64,
+    /// Chains that diverged.
+    pub diverged_chains: Vec<usize>,
+    /// Chains whose draws the summary uses (those that did not diverge; each truncated to the
+    /// shortest of them).
+    pub summarised_chains: Vec<usize>,
+    /// The MAP, when `init = "map"`.
+    pub map: Option<MapResult>,
+    /// Seconds spent finding the MAP.
+    pub map_seconds: f64,
+    /// The runner's per-chain report (iterations, draws, divergences).
+    pub run: RunReport,
+}
+
+/// Run a config on a built model: start points, chains in parallel, draws to memory (and to a
+/// Zarr store at `zarr_path` if given), then the summary.
+pub fn execute(
+    cfg: &Config,
+    model: &dyn Model,
+    zarr_path: Option<&Path>,
+    progress: &dyn Progress,
+) -> Result<Outcome, PipelineError> {
+    let settings = run_settings(cfg)?;
+    let dim = model.dim();
+    // Validate sampler and estimator settings once, before anything runs.
+    build_sampler(&cfg.sampler)?;
+    build_estimator(&cfg.gradient, model)?;
+
+    let map_start = std::time::Instant::now();
+    // `inits` holds one shared start, one start per chain, or nothing (prior draws).
+    let (inits, map) = match &cfg.run.init {
+        InitConfig::Keyword(InitKeyword::Map) => {
+            let options = LbfgsOptions {
+                max_iterations: 2_000,
+                ..LbfgsOptions::default()
+            };
+            let r = find_map(model, &vec![0.0; dim], &options)?;
+            (vec![r.theta.clone()], Some(r))
+        }
+        InitConfig::Keyword(InitKeyword::Zeros) => (vec![vec![0.0; dim]], None),
+        InitConfig::Keyword(InitKeyword::Prior) => (Vec::new(), None),
+        InitConfig::File { file } => (read_init_file(file, dim, settings.chains)?, None),
+    };
+    let map_seconds = map_start.elapsed().as_secs_f64();
+
+    let memory = MemorySink::new(settings.chains, dim);
+    let zarr = match zarr_path {
+        Some(p) => {
+            let expected = match settings.budget {
+                Budget::Iterations(n) => Some(n / settings.thin.max(1)),
+                Budget::WallClock(_) => None,
+            };
+            Some(ZarrSink::create(
+                p,
+                settings.chains,
+                dim,
+                "theta",
+                &model.parameter_names(),
+                expected,
+            )?)
+        }
+        None => None,
+    };
+    let tee;
+    let sink: &dyn DrawSink = match &zarr {
+        Some(z) => {
+            tee = Tee::new(z, &memory);
+            &tee
+        }
+        None => &memory,
+    };
+
+    let make_chain = |c: usize, rng: &mut crate::rng::ChainRng| -> Result<Chain<'_>, RunError> {
+        let setup = |e: PipelineError| RunError::ChainSetup {
+            chain: c,
+            message: e.to_string(),
+        };
+        let init = match inits.len() {
+            0 => {
+                let mut theta = vec![0.0; dim];
+                model
+                    .sample_prior(rng, &mut theta)
+                    .map_err(|e| setup(e.into()))?;
+                theta
+            }
+            1 => inits[0].clone(),
+            _ => inits[c].clone(),
+        };
+        Ok(Chain {
+            sampler: build_sampler(&cfg.sampler).map_err(setup)?,
+            estimator: build_estimator(&cfg.gradient, model).map_err(setup)?,
+            init,
+        })
+    };
+    let report = runner::run(&settings, make_chain, sink, progress)?;
+    if let Some(z) = zarr {
+        z.finalize()?;
+    }
+
+    let diverged = report.diverged_chains();
+    let summarised: Vec<usize> = (0..settings.chains)
+        .filter(|c| !diverged.contains(c))
+        .collect();
+    let all = memory.into_chains();
+    let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
+    let parameters = summarize_parameters(&model.parameter_names(), &kept);
+    Ok(Outcome {
+        parameters,
+        iterations_per_second: report.iterations_per_second(),
+        draws: report.draws(),
+        chains: settings.chains,
+        seconds: report.seconds,
+        diverged_chains: diverged,
+        summarised_chains: summarised,
+        map,
+        map_seconds,
+        run: report,
+    })
+}
+
+/// The `summary.json` document: the outcome plus the fully resolved settings.
+pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde_json::Value {
+    let mut v = serde_json::to_value(outcome).expect("outcome serialises");
+    let resolved = serde_json::json!({
+        "config": cfg,
+        "model": { "kind": model.name(), "dim": model.dim(), "num_data": model.num_data() },
+        "batch_size": match cfg.gradient.estimator {
+            EstimatorKind::Full => model.num_data(),
+            EstimatorKind::Minibatch => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
+        },
+        "budget": run_settings(cfg).ok().map(|s| s.budget),
+    });
+    v["settings"] = resolved;
+    v
+}
+
+/// Write `summary.json` into `dir`.
+pub fn write_summary(dir: &Path, summary: &serde_json::Value) -> Result<PathBuf, PipelineError> {
+    let path = dir.join("summary.json");
+    let text = serde_json::to_string_pretty(summary).expect("summary serialises");
+    std::fs::write(&path, text)
+        .map_err(|e| PipelineError::Other(format!("{}: cannot write: {e}", path.display())))?;
+    Ok(path)
+}

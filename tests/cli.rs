@@ -1,0 +1,265 @@
+//! The binary on bad input: every case gives a one-line error naming the problem and a non-zero
+//! exit, never a panic; a diverging chain is reported while the run still writes its outputs.
+
+use ndarray::{Array1, Array2};
+use ndarray_npy::write_npy;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn sgmcmc(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("binary runs")
+}
+
+/// Runs `sgmcmc run run.toml` in `dir` and asserts a clean failure whose one-line message
+/// contains every string of `needles`.
+fn assert_fails_with(dir: &Path, needles: &[&str]) {
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "panic instead of an error: {stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected a one-line error, got: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    for n in needles {
+        assert!(
+            lines[0].contains(n),
+            "error {:?} does not mention {n:?}",
+            lines[0]
+        );
+    }
+}
+
+/// A temporary directory with a small logistic data set (x.npy, y.npy, table.csv) and a run file
+/// whose `[sampler]`/`[gradient]`/`[run]` tables come from `body`.
+fn setup(data_table: &str, model: &str, body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 200;
+    let x = Array2::from_shape_fn((n, 3), |(i, j)| ((i * 7 + j * 3) % 11) as f64 / 5.0 - 1.0);
+    let y = Array1::from_shape_fn(n, |i| (i % 3 == 0) as u8 as f64);
+    write_npy(dir.path().join("x.npy"), &x).unwrap();
+    write_npy(dir.path().join("y.npy"), &y).unwrap();
+    let mut csv = String::from("a,b,c,label\n");
+    for i in 0..n {
+        csv += &format!("{},{},{},{}\n", x[[i, 0]], x[[i, 1]], x[[i, 2]], y[i]);
+    }
+    std::fs::write(dir.path().join("table.csv"), csv).unwrap();
+    let toml = format!("[data]\n{data_table}\n\n[model]\n{model}\n\n{body}\n");
+    std::fs::write(dir.path().join("run.toml"), toml).unwrap();
+    dir
+}
+
+const NPY_DATA: &str = "features = \"x.npy\"\ntargets = \"y.npy\"";
+const LOGISTIC: &str = "kind = \"logistic\"";
+const GOOD: &str = "[sampler]\nkind = \"sgld\"\nstep_size = 1e-4\n\n[gradient]\nbatch_size = 20\n\n[run]\niterations = 200\nchains = 2";
+
+#[test]
+fn a_good_run_writes_draws_and_summary() {
+    let dir = setup(NPY_DATA, LOGISTIC, GOOD);
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+    )
+    .unwrap();
+    let params = summary["parameters"].as_array().unwrap();
+    assert_eq!(params.len(), 3);
+    for key in [
+        "name", "mean", "sd", "q05", "q95", "ess_bulk", "ess_tail", "rhat",
+    ] {
+        assert!(
+            params[0].get(key).is_some(),
+            "summary parameter lacks {key}"
+        );
+    }
+    for key in [
+        "iterations_per_second",
+        "draws",
+        "chains",
+        "seconds",
+        "diverged_chains",
+        "settings",
+    ] {
+        assert!(summary.get(key).is_some(), "summary lacks {key}");
+    }
+    assert_eq!(summary["draws"], 400);
+    assert_eq!(summary["settings"]["batch_size"], 20);
+    assert!(
+        dir.path()
+            .join("out/draws.zarr/posterior/theta/zarr.json")
+            .exists()
+    );
+}
+
+#[test]
+fn misspelt_config_key_is_named() {
+    let body = GOOD.replace("step_size", "stpe_size");
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    assert_fails_with(dir.path(), &["run.toml", "stpe_size"]);
+}
+
+#[test]
+fn unknown_table_key_is_named_with_its_line() {
+    let body = format!("{GOOD}\nburnin = 5");
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    assert_fails_with(dir.path(), &["run.toml:", "burnin"]);
+}
+
+#[test]
+fn nan_in_data_names_file_row_and_column() {
+    let dir = setup(NPY_DATA, LOGISTIC, GOOD);
+    let mut x = Array2::<f64>::zeros((200, 3));
+    x[[16, 2]] = f64::NAN;
+    write_npy(dir.path().join("x.npy"), &x).unwrap();
+    assert_fails_with(dir.path(), &["x.npy", "row 17", "column 3", "NaN"]);
+}
+
+#[test]
+fn row_count_mismatch_is_reported() {
+    let dir = setup(NPY_DATA, LOGISTIC, GOOD);
+    write_npy(dir.path().join("y.npy"), &Array1::<f64>::zeros(199)).unwrap();
+    assert_fails_with(dir.path(), &["200", "199"]);
+}
+
+#[test]
+fn init_file_of_wrong_dimension_is_reported() {
+    let body = GOOD.replace("chains = 2", "chains = 2\ninit = { file = \"init.txt\" }");
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    std::fs::write(dir.path().join("init.txt"), "0.1 0.2\n").unwrap();
+    assert_fails_with(dir.path(), &["init.txt", "2 values", "3 parameters"]);
+}
+
+#[test]
+fn non_positive_step_size_is_rejected() {
+    for bad in ["0.0", "-1e-3"] {
+        let dir = setup(NPY_DATA, LOGISTIC, &GOOD.replace("1e-4", bad));
+        assert_fails_with(dir.path(), &["step size"]);
+    }
+}
+
+#[test]
+fn batch_larger_than_data_is_rejected() {
+    let dir = setup(
+        NPY_DATA,
+        LOGISTIC,
+        &GOOD.replace("batch_size = 20", "batch_size = 201"),
+    );
+    assert_fails_with(dir.path(), &["batch size 201", "N = 200"]);
+}
+
+#[test]
+fn truncated_npy_is_reported() {
+    let dir = setup(NPY_DATA, LOGISTIC, GOOD);
+    let path = dir.path().join("x.npy");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 8]).unwrap();
+    assert_fails_with(dir.path(), &["x.npy", "truncated"]);
+}
+
+#[test]
+fn label_outside_support_names_the_row() {
+    let dir = setup(NPY_DATA, LOGISTIC, GOOD);
+    let mut y = Array1::<f64>::zeros(200);
+    y[41] = 2.0;
+    write_npy(dir.path().join("y.npy"), &y).unwrap();
+    assert_fails_with(dir.path(), &["y.npy", "row 42", "label 2"]);
+}
+
+#[test]
+fn missing_csv_target_column_is_reported() {
+    let dir = setup("table = \"table.csv\"\ntarget = \"lable\"", LOGISTIC, GOOD);
+    assert_fails_with(dir.path(), &["table.csv", "lable"]);
+}
+
+#[test]
+fn missing_data_file_is_reported() {
+    let dir = setup(
+        "features = \"nope.npy\"\ntargets = \"y.npy\"",
+        LOGISTIC,
+        GOOD,
+    );
+    assert_fails_with(dir.path(), &["nope.npy"]);
+}
+
+#[test]
+fn gaussian_covariance_of_wrong_size_is_reported() {
+    let dir = setup(
+        NPY_DATA,
+        "kind = \"gaussian\"\ncovariance = [1.0, 0.0, 0.0, 1.0]",
+        GOOD,
+    );
+    assert_fails_with(dir.path(), &["covariance", "3"]);
+}
+
+#[test]
+fn missing_config_file_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sgmcmc(&["run", "absent.toml"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("absent.toml") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
+
+/// One chain starts where the posterior is extremely stiff (log σ² = −700, so the step times the
+/// local curvature is ~ε·N·e⁷⁰⁰): it overflows and is reported; the others finish, and their
+/// draws and the summary are written.
+#[test]
+fn a_diverging_chain_is_reported_and_the_rest_are_kept() {
+    let body = "[sampler]\nkind = \"sgld\"\nstep_size = 1e-5\n\n[gradient]\nbatch_size = 20\n\n\
+                [run]\niterations = 300\nchains = 3\ninit = { file = \"init.txt\" }";
+    let dir = setup(
+        "table = \"table.csv\"\ntarget = \"label\"",
+        "kind = \"linear\"\nnoise_variance = \"learn\"",
+        body,
+    );
+    std::fs::write(
+        dir.path().join("init.txt"),
+        "0 0 0 0\n0 0 0 -700\n0 0 0 0\n",
+    )
+    .unwrap();
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("chain 1: DIVERGED"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("WARNING: chain 1 diverged"), "{stdout}");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["diverged_chains"], serde_json::json!([1]));
+    assert_eq!(summary["summarised_chains"], serde_json::json!([0, 2]));
+    assert_eq!(summary["draws"], 600);
+    let last = &summary["run"]["chains"][1]["divergence"]["last_finite_state"];
+    assert_eq!(last[3], -700.0);
+    assert!(
+        summary["parameters"][0]["mean"]
+            .as_f64()
+            .unwrap()
+            .is_finite()
+    );
+}
+
+#[test]
+fn demo_prints_its_config_which_parses() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sgmcmc(&["demo", "--print-config"], dir.path());
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    sgmcmc::config::Config::from_toml(&text, "demo").expect("the demo config is a valid run file");
+}
