@@ -1,17 +1,18 @@
 //! The standard estimator (reference §1.2, §3.1):
 //! ĝ(θ) = ∇log p(θ) + (N/n)·Σ_{i∈S} ∇log p(xᵢ | θ), S uniform without replacement, fresh per call.
 
-use super::{BatchSize, EstimatorError, GradientEstimator, Subsampler};
+use super::{BatchSize, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler};
 use crate::model::{Model, Scratch};
 use crate::rng::ChainRng;
 
-/// Minibatch score estimate with N/n scaling; with n = N it is the exact gradient and draws
-/// nothing.
+/// Minibatch score estimate with N/n scaling; with n = N it is the exact gradient (computed
+/// exactly as [`super::FullBatch`] does, bit for bit) and draws nothing.
 pub struct Minibatch<'m> {
     model: &'m dyn Model,
     batch: usize,
     subsampler: Subsampler,
     scratch: Scratch,
+    full: Option<FullDataEvaluator<'m>>,
 }
 
 impl<'m> Minibatch<'m> {
@@ -19,11 +20,13 @@ impl<'m> Minibatch<'m> {
     pub fn new(model: &'m dyn Model, batch: BatchSize) -> Result<Self, EstimatorError> {
         let n_data = model.num_data();
         let batch = batch.resolve(n_data)?;
+        let full = (batch == n_data).then(|| FullDataEvaluator::new(model));
         Ok(Self {
             model,
             batch,
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
+            full,
         })
     }
 
@@ -36,18 +39,15 @@ impl<'m> Minibatch<'m> {
 impl GradientEstimator for Minibatch<'_> {
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
+        if let Some(full) = &mut self.full {
+            return full.grad_log_posterior(theta, out);
+        }
         out.fill(0.0);
         self.model.add_grad_log_prior(theta, out);
-        let n_data = self.subsampler.len();
-        if self.batch == n_data {
-            self.model
-                .add_grad_log_lik(theta, self.subsampler.all(), 1.0, out, &mut self.scratch);
-        } else {
-            let weight = n_data as f64 / self.batch as f64;
-            let batch = self.subsampler.draw(self.batch, rng);
-            self.model
-                .add_grad_log_lik(theta, batch, weight, out, &mut self.scratch);
-        }
+        let weight = self.subsampler.len() as f64 / self.batch as f64;
+        let batch = self.subsampler.draw(self.batch, rng);
+        self.model
+            .add_grad_log_lik(theta, batch, weight, out, &mut self.scratch);
     }
 
     fn cost_per_estimate(&self) -> usize {

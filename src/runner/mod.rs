@@ -200,6 +200,12 @@ where
     for c in 0..settings.chains {
         let mut rng = chain_stream(settings.seed, c);
         let chain = make_chain(c, &mut rng)?;
+        if !all_finite(&chain.init) {
+            return Err(RunError::ChainSetup {
+                chain: c,
+                message: format!("initial point is not finite: {:?}", chain.init),
+            });
+        }
         let writer = sink
             .chain_writer(c)
             .map_err(|source| RunError::Sink { chain: c, source })?;
@@ -263,7 +269,9 @@ fn run_chain(
             });
             break;
         }
-        if iterations > settings.burn_in && (iterations - settings.burn_in).is_multiple_of(settings.thin) {
+        if iterations > settings.burn_in
+            && (iterations - settings.burn_in).is_multiple_of(settings.thin)
+        {
             writer.push(sampler.position()).map_err(sink_err)?;
             draws += 1;
         }

@@ -1,0 +1,224 @@
+//! Shared helpers for the statistical integration tests: seeded synthetic data, Monte Carlo
+//! standard errors (reference §1.6) and small dense-matrix algebra for closed forms.
+#![allow(dead_code)]
+
+use rand::RngExt;
+use sgmcmc::data::{Dataset, Features, Matrix};
+use sgmcmc::diagnostics::mcse_mean;
+use sgmcmc::rng::{ChainRng, fill_standard_normal, stream};
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic data (always from a seeded `sgmcmc::rng::stream`).
+// ---------------------------------------------------------------------------------------------
+
+/// `len` standard normal draws from stream (`seed`, `s`).
+pub fn normals(seed: u64, s: u64, len: usize) -> Vec<f64> {
+    let mut rng = stream(seed, s);
+    let mut v = vec![0.0; len];
+    fill_standard_normal(&mut rng, &mut v);
+    v
+}
+
+/// A uniform draw in [lo, hi).
+pub fn uniform(rng: &mut ChainRng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * rng.random::<f64>()
+}
+
+/// Features (N × d, standard normal) and 0/1 labels from a logistic model with coefficients
+/// `w` (length d) and intercept `b`.
+pub fn logistic_data(seed: u64, n: usize, w: &[f64], b: f64) -> (Vec<f64>, Vec<f64>) {
+    let d = w.len();
+    let x = normals(seed, 0, n * d);
+    let mut rng = stream(seed, 1);
+    let y = x
+        .chunks_exact(d)
+        .map(|row| {
+            let z: f64 = row.iter().zip(w).map(|(a, c)| a * c).sum::<f64>() + b;
+            let p = 1.0 / (1.0 + (-z).exp());
+            if rng.random::<f64>() < p { 1.0 } else { 0.0 }
+        })
+        .collect();
+    (x, y)
+}
+
+/// Features (N × d, standard normal) and responses y = xᵀw + b + sd·noise.
+pub fn linear_data(seed: u64, n: usize, w: &[f64], b: f64, sd: f64) -> (Vec<f64>, Vec<f64>) {
+    let d = w.len();
+    let x = normals(seed, 0, n * d);
+    let e = normals(seed, 1, n);
+    let y = x
+        .chunks_exact(d)
+        .zip(&e)
+        .map(|(row, e)| row.iter().zip(w).map(|(a, c)| a * c).sum::<f64>() + b + sd * e)
+        .collect();
+    (x, y)
+}
+
+/// A data set from row-major f64 features (stored as f32 if `as_f32`) and targets.
+pub fn dataset(x: Vec<f64>, cols: usize, y: Option<Vec<f64>>, as_f32: bool) -> Dataset {
+    let rows = x.len() / cols;
+    let features = if as_f32 {
+        Features::F32(
+            Matrix::from_vec(x.iter().map(|&v| v as f32).collect(), rows, cols)
+                .expect("shape is consistent"),
+        )
+    } else {
+        Features::F64(Matrix::from_vec(x, rows, cols).expect("shape is consistent"))
+    };
+    Dataset {
+        features,
+        targets: y,
+        feature_names: Vec::new(),
+        features_source: "synthetic".into(),
+        targets_source: None,
+    }
+}
+
+/// f64 features wrapped as [`Features`].
+pub fn features(x: Vec<f64>, cols: usize) -> Features {
+    let rows = x.len() / cols;
+    Features::F64(Matrix::from_vec(x, rows, cols).expect("shape is consistent"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Monte Carlo statistics (reference §1.6).
+// ---------------------------------------------------------------------------------------------
+
+/// Arithmetic mean.
+pub fn mean(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// Sample variance (divisor n − 1).
+pub fn var(x: &[f64]) -> f64 {
+    let m = mean(x);
+    x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() as f64 - 1.0)
+}
+
+/// Column `j` of a flat row-major `rows × dim` array.
+pub fn column(flat: &[f64], dim: usize, j: usize) -> Vec<f64> {
+    flat.chunks_exact(dim).map(|r| r[j]).collect()
+}
+
+/// Mean over several chains of equal length and its MCSE: the chain means are averaged and
+/// the per-chain MCSEs (`diagnostics::mcse_mean`, Sokal-windowed τ_int) combined as independent
+/// errors, sqrt(Σ mcse_c²)/C.
+pub fn pooled_mean_mcse(chains: &[Vec<f64>]) -> (f64, f64) {
+    let c = chains.len() as f64;
+    let m = chains.iter().map(|x| mean(x)).sum::<f64>() / c;
+    let se = chains
+        .iter()
+        .map(|x| mcse_mean(x).powi(2))
+        .sum::<f64>()
+        .sqrt()
+        / c;
+    (m, se)
+}
+
+/// Batch-means MCSE of the mean with ⌊√n⌋ batches (reference §1.6).
+pub fn batch_means_mcse(x: &[f64]) -> f64 {
+    let b = (x.len() as f64).sqrt().floor() as usize;
+    let len = x.len() / b;
+    let means: Vec<f64> = (0..b).map(|k| mean(&x[k * len..(k + 1) * len])).collect();
+    (var(&means) / b as f64).sqrt()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small dense matrices (row-major, d × d), plain loops.
+// ---------------------------------------------------------------------------------------------
+
+/// A·B.
+pub fn matmul(a: &[f64], b: &[f64], d: usize) -> Vec<f64> {
+    let mut c = vec![0.0; d * d];
+    for i in 0..d {
+        for k in 0..d {
+            for j in 0..d {
+                c[i * d + j] += a[i * d + k] * b[k * d + j];
+            }
+        }
+    }
+    c
+}
+
+/// Aᵀ.
+pub fn transpose(a: &[f64], d: usize) -> Vec<f64> {
+    (0..d * d).map(|k| a[(k % d) * d + k / d]).collect()
+}
+
+/// A⁻¹ by Gauss–Jordan elimination with partial pivoting.
+pub fn inverse(a: &[f64], d: usize) -> Vec<f64> {
+    let mut m = a.to_vec();
+    let mut inv: Vec<f64> = (0..d * d)
+        .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
+        .collect();
+    for col in 0..d {
+        let p = (col..d)
+            .max_by(|&i, &j| m[i * d + col].abs().total_cmp(&m[j * d + col].abs()))
+            .unwrap();
+        for j in 0..d {
+            m.swap(col * d + j, p * d + j);
+            inv.swap(col * d + j, p * d + j);
+        }
+        let piv = m[col * d + col];
+        assert!(piv.abs() > 1e-300, "singular matrix");
+        for j in 0..d {
+            m[col * d + j] /= piv;
+            inv[col * d + j] /= piv;
+        }
+        for i in 0..d {
+            if i != col {
+                let f = m[i * d + col];
+                for j in 0..d {
+                    m[i * d + j] -= f * m[col * d + j];
+                    inv[i * d + j] -= f * inv[col * d + j];
+                }
+            }
+        }
+    }
+    inv
+}
+
+/// A random d×d orthogonal matrix (Gram–Schmidt on a seeded Gaussian matrix); rows are the
+/// orthonormal vectors.
+pub fn random_orthogonal(seed: u64, d: usize) -> Vec<f64> {
+    let mut q = normals(seed, 7, d * d);
+    for i in 0..d {
+        for k in 0..i {
+            let dot: f64 = (0..d).map(|j| q[i * d + j] * q[k * d + j]).sum();
+            for j in 0..d {
+                q[i * d + j] -= dot * q[k * d + j];
+            }
+        }
+        let norm: f64 = (0..d).map(|j| q[i * d + j].powi(2)).sum::<f64>().sqrt();
+        for j in 0..d {
+            q[i * d + j] /= norm;
+        }
+    }
+    q
+}
+
+/// Vᵀ·diag(values)·V for V with orthonormal rows (row k is the eigenvector of `values[k]`).
+pub fn from_eigen(v: &[f64], values: &[f64], d: usize) -> Vec<f64> {
+    let mut out = vec![0.0; d * d];
+    for k in 0..d {
+        for i in 0..d {
+            for j in 0..d {
+                out[i * d + j] += values[k] * v[k * d + i] * v[k * d + j];
+            }
+        }
+    }
+    out
+}
+
+/// Stationary covariance of z' = A z + w, Cov w = Q: solves S = A S Aᵀ + Q by the doubling
+/// recipe of reference §2.0 (S ← S + A_k S A_kᵀ, A_k ← A_k², 60 rounds from S = Q, A_0 = A).
+pub fn lyapunov_doubling(a: &[f64], q: &[f64], d: usize) -> Vec<f64> {
+    let mut s = q.to_vec();
+    let mut ak = a.to_vec();
+    for _ in 0..60 {
+        let asa = matmul(&matmul(&ak, &s, d), &transpose(&ak, d), d);
+        s.iter_mut().zip(&asa).for_each(|(x, y)| *x += y);
+        ak = matmul(&ak, &ak, d);
+    }
+    s
+}
