@@ -16,7 +16,7 @@ const DEMO_CONFIG: &str = include_str!("../examples/demo.toml");
 fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
     println!();
     print!("{}", format_table(&outcome.parameters, extra));
-    println!();
+    println!("{}", verdict(&outcome.parameters));
     let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
     println!(
         "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
@@ -44,6 +44,24 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
                 c.chain, d.iteration, c.draws, d.last_finite_state
             );
         }
+    }
+}
+
+/// One line judging the diagnostics against the usual thresholds (Vehtari et al. 2021:
+/// R-hat ≤ 1.01, bulk and tail ESS ≥ 400).
+fn verdict(rows: &[sgmcmc::io::ParameterRow]) -> String {
+    let max_rhat = rows.iter().map(|r| r.rhat).fold(f64::NAN, f64::max);
+    let min_bulk = rows.iter().map(|r| r.ess_bulk).fold(f64::NAN, f64::min);
+    let min_tail = rows.iter().map(|r| r.ess_tail).fold(f64::NAN, f64::min);
+    let stats =
+        format!("max R-hat {max_rhat:.3}, min bulk ESS {min_bulk:.0}, min tail ESS {min_tail:.0}");
+    if max_rhat <= 1.01 && min_bulk >= 400.0 && min_tail >= 400.0 {
+        format!("diagnostics: {stats}: within the usual thresholds (R-hat <= 1.01, ESS >= 400)")
+    } else {
+        format!(
+            "diagnostics: {stats}: NOT within the usual thresholds (R-hat <= 1.01, ESS >= 400); \
+             treat means as rough and tails as unreliable, or run longer"
+        )
     }
 }
 
@@ -89,7 +107,7 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
         t0.elapsed().as_secs_f64()
     );
     println!(
-        "SGLD, step 2e-8, batch 1 % (10,000 rows), {} chains x {} iterations (burn-in {}, thin {}), from the MAP",
+        "SGLD, step 3e-8, batch 1 % (10,000 rows), {} chains x {} iterations (burn-in {}, thin {}), from the MAP",
         cfg.run.chains,
         cfg.run.iterations.unwrap_or(0),
         cfg.run.burn_in,
