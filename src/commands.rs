@@ -50,9 +50,15 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
 /// One line judging the diagnostics against the usual thresholds (Vehtari et al. 2021:
 /// R-hat ≤ 1.01, bulk and tail ESS ≥ 400).
 fn verdict(rows: &[sgmcmc::io::ParameterRow]) -> String {
-    let max_rhat = rows.iter().map(|r| r.rhat).fold(f64::NAN, f64::max);
-    let min_bulk = rows.iter().map(|r| r.ess_bulk).fold(f64::NAN, f64::min);
-    let min_tail = rows.iter().map(|r| r.ess_tail).fold(f64::NAN, f64::min);
+    let max_rhat = rows.iter().map(|r| r.stats.rhat).fold(f64::NAN, f64::max);
+    let min_bulk = rows
+        .iter()
+        .map(|r| r.stats.ess_bulk)
+        .fold(f64::NAN, f64::min);
+    let min_tail = rows
+        .iter()
+        .map(|r| r.stats.ess_tail)
+        .fold(f64::NAN, f64::min);
     let stats =
         format!("max R-hat {max_rhat:.3}, min bulk ESS {min_bulk:.0}, min tail ESS {min_tail:.0}");
     if max_rhat <= 1.01 && min_bulk >= 400.0 && min_tail >= 400.0 {

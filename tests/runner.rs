@@ -328,6 +328,14 @@ fn invalid_settings_are_errors_not_panics() {
         }
     }
 
+    let chain = || -> Result<Chain<'_>, RunError> {
+        Ok(Chain {
+            sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
+            estimator: est(),
+            init: vec![0.0],
+        })
+    };
+
     // A chain that cannot be built stops the run with its number.
     let sink = MemorySink::new(2, 1);
     let r = run(
@@ -339,11 +347,7 @@ fn invalid_settings_are_errors_not_panics() {
                     message: "no".into(),
                 });
             }
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-                estimator: est(),
-                init: vec![0.0],
-            })
+            chain()
         },
         &sink,
         &NoProgress,
@@ -354,13 +358,7 @@ fn invalid_settings_are_errors_not_panics() {
     let sink = MemorySink::new(1, 1);
     let r = run(
         &settings(1, 2, 10, 0, 1),
-        |_, _| {
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-                estimator: est(),
-                init: vec![0.0],
-            })
-        },
+        |_, _| chain(),
         &sink,
         &NoProgress,
     );
@@ -370,13 +368,7 @@ fn invalid_settings_are_errors_not_panics() {
     let sink = MemorySink::new(1, 3);
     let r = run(
         &settings(1, 1, 10, 0, 1),
-        |_, _| {
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-                estimator: est(),
-                init: vec![0.0],
-            })
-        },
+        |_, _| chain(),
         &sink,
         &NoProgress,
     );

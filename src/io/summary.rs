@@ -1,30 +1,18 @@
 //! The posterior summary: per-parameter moments, quantiles and convergence diagnostics, as a
 //! table for the terminal and as `summary.json`.
 
-use crate::diagnostics::summarize;
+use crate::diagnostics::{ParameterSummary, summarize};
 use serde::Serialize;
 
-/// One parameter's row of the summary.
+/// One parameter's row of the summary: its name and its [`ParameterSummary`] (serialised flat:
+/// `name`, `mean`, `sd`, `q05`, `q95`, `ess_bulk`, `ess_tail`, `rhat`, `mcse_mean`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParameterRow {
     /// Parameter name.
     pub name: String,
-    /// Posterior mean (pooled over chains).
-    pub mean: f64,
-    /// Posterior standard deviation.
-    pub sd: f64,
-    /// 5 % quantile.
-    pub q05: f64,
-    /// 95 % quantile.
-    pub q95: f64,
-    /// Bulk effective sample size (Vehtari et al. 2021).
-    pub ess_bulk: f64,
-    /// Tail effective sample size.
-    pub ess_tail: f64,
-    /// Rank-normalised split R-hat.
-    pub rhat: f64,
-    /// Monte Carlo standard error of the mean.
-    pub mcse_mean: f64,
+    /// Moments, quantiles and diagnostics.
+    #[serde(flatten)]
+    pub stats: ParameterSummary,
 }
 
 /// Summarise draws: `chains[c]` is chain c's draws, flat row-major (`draws × dim`). Chains are
@@ -46,17 +34,9 @@ pub fn summarize_parameters(names: &[String], chains: &[&[f64]]) -> Vec<Paramete
                 col.extend((0..draws).map(|k| chain[k * dim + j]));
             }
             let slices: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
-            let s = summarize(&slices);
             ParameterRow {
                 name: name.clone(),
-                mean: s.mean,
-                sd: s.sd,
-                q05: s.q05,
-                q95: s.q95,
-                ess_bulk: s.ess_bulk,
-                ess_tail: s.ess_tail,
-                rhat: s.rhat,
-                mcse_mean: s.mcse_mean,
+                stats: summarize(&slices),
             }
         })
         .collect()
@@ -81,7 +61,14 @@ pub fn format_table(rows: &[ParameterRow], extra: &[(&str, &[f64])]) -> String {
         let _ = write!(
             out,
             "{:<width$} {:>11.5} {:>10.5} {:>11.5} {:>11.5} {:>9.0} {:>9.0} {:>7.3}",
-            r.name, r.mean, r.sd, r.q05, r.q95, r.ess_bulk, r.ess_tail, r.rhat
+            r.name,
+            r.stats.mean,
+            r.stats.sd,
+            r.stats.q05,
+            r.stats.q95,
+            r.stats.ess_bulk,
+            r.stats.ess_tail,
+            r.stats.rhat
         );
         for (_, values) in extra {
             let _ = write!(out, " {:>11.5}", values.get(k).copied().unwrap_or(f64::NAN));
