@@ -1,7 +1,7 @@
 //! Progress reporting: a bar per chain on a terminal, plain log lines otherwise.
 
 use super::ChainReport;
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -43,18 +43,18 @@ impl Progress for BarProgress {
             Some(n) => {
                 let b = ProgressBar::new(n as u64);
                 if let Ok(style) = ProgressStyle::with_template(
-                    "chain {prefix} [{bar:40}] {pos}/{len} it  {per_sec}  eta {eta}",
+                    "chain {prefix} [{bar:40}] {pos}/{len} it  {rate}  eta {eta}",
                 ) {
-                    b.set_style(style.progress_chars("=> "));
+                    b.set_style(style.with_key("rate", rate).progress_chars("=> "));
                 }
                 b
             }
             None => {
                 let b = ProgressBar::new_spinner();
                 if let Ok(style) =
-                    ProgressStyle::with_template("chain {prefix} {spinner} {pos} it  {per_sec}")
+                    ProgressStyle::with_template("chain {prefix} {spinner} {pos} it  {rate}")
                 {
-                    b.set_style(style);
+                    b.set_style(style.with_key("rate", rate));
                 }
                 b
             }
@@ -79,6 +79,11 @@ impl Progress for BarProgress {
             b.finish_with_message(msg);
         }
     }
+}
+
+/// Iterations per second, without decimals.
+fn rate(state: &ProgressState, w: &mut dyn std::fmt::Write) {
+    let _ = write!(w, "{:.0} it/s", state.per_sec());
 }
 
 /// Plain lines on standard error, at most one per chain every `interval_seconds`.
