@@ -9,6 +9,33 @@ use sgmcmc::optim::laplace_covariance;
 use sgmcmc::pipeline::{self, Outcome};
 use sgmcmc::runner::auto_progress;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by the first Ctrl-C: chains stop at their next iteration and everything is written.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// First Ctrl-C: stop sampling gracefully (draws and summary are written). Second: exit now.
+fn install_interrupt_handler() {
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            eprintln!("second interrupt: exiting without writing the summary");
+            std::process::exit(130);
+        }
+        eprintln!(
+            "interrupt: stopping the chains and saving the draws (press Ctrl-C again to exit now)"
+        );
+    });
+}
+
+/// After the outputs are written: an interrupted run ends with an error exit.
+fn finish(outcome: &Outcome) -> Result<()> {
+    if outcome.interrupted {
+        anyhow::bail!(
+            "interrupted: sampling stopped early; the draws so far and the summary were saved"
+        );
+    }
+    Ok(())
+}
 
 /// The demo's run file, embedded so `demo` needs no files.
 const DEMO_CONFIG: &str = include_str!("../examples/demo.toml");
@@ -121,7 +148,14 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
     );
     let zarr = out.as_deref().map(prepare_out).transpose()?;
     let progress = auto_progress(cfg.run.chains);
-    let outcome = pipeline::execute(&cfg, model.as_ref(), zarr.as_deref(), progress.as_ref())?;
+    install_interrupt_handler();
+    let outcome = pipeline::execute(
+        &cfg,
+        model.as_ref(),
+        zarr.as_deref(),
+        progress.as_ref(),
+        &STOP,
+    )?;
     let laplace_sd: Vec<f64> = outcome
         .map
         .as_ref()
@@ -142,7 +176,7 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
     if let Some(dir) = &out {
         write_outputs(dir, &outcome, &cfg, model.as_ref())?;
     }
-    Ok(())
+    finish(&outcome)
 }
 
 /// `sgmcmc run CONFIG --out DIR`.
@@ -156,7 +190,9 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     pipeline::run_settings(&cfg)?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);
-    let outcome = pipeline::execute(&cfg, model.as_ref(), Some(&zarr), progress.as_ref())?;
+    install_interrupt_handler();
+    let outcome = pipeline::execute(&cfg, model.as_ref(), Some(&zarr), progress.as_ref(), &STOP)?;
     print_outcome(&outcome, &[]);
-    write_outputs(out, &outcome, &cfg, model.as_ref())
+    write_outputs(out, &outcome, &cfg, model.as_ref())?;
+    finish(&outcome)
 }

@@ -20,6 +20,7 @@ use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSetti
 use crate::sampler::{Sampler, SamplerError, Sgld, StepSize};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 /// Anything that stops a run, as one line.
@@ -343,6 +344,8 @@ pub struct Outcome {
     pub seconds: f64,
     /// Chains that diverged.
     pub diverged_chains: Vec<usize>,
+    /// Whether a stop request (Ctrl-C) ended the run early; the draws so far are kept.
+    pub interrupted: bool,
     /// Chains whose draws the summary uses (those that did not diverge; each truncated to the
     /// shortest of them).
     pub summarised_chains: Vec<usize>,
@@ -355,12 +358,14 @@ pub struct Outcome {
 }
 
 /// Run a config on a built model: start points, chains in parallel, draws to memory (and to a
-/// Zarr store at `zarr_path` if given), then the summary.
+/// Zarr store at `zarr_path` if given), then the summary. Setting `stop` ends every chain at its
+/// next iteration; what was drawn is still stored and summarised.
 pub fn execute(
     cfg: &Config,
     model: &dyn Model,
     zarr_path: Option<&Path>,
     progress: &dyn Progress,
+    stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
     let settings = run_settings(cfg)?;
     let dim = model.dim();
@@ -434,7 +439,7 @@ pub fn execute(
             init,
         })
     };
-    let report = runner::run(&settings, make_chain, sink, progress)?;
+    let report = runner::run_until(&settings, make_chain, sink, progress, stop)?;
     if let Some(z) = zarr {
         z.finalize()?;
     }
@@ -453,6 +458,7 @@ pub fn execute(
         chains: settings.chains,
         seconds: report.seconds,
         diverged_chains: diverged,
+        interrupted: report.interrupted(),
         summarised_chains: summarised,
         map,
         map_seconds,

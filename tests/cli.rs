@@ -352,3 +352,43 @@ fn draws_are_byte_identical_with_one_and_two_threads() {
     }
     assert_eq!(chunks[0], chunks[1], "draws differ between 1 and 2 threads");
 }
+
+/// Ctrl-C (SIGINT) stops the chains at their next iteration; the draws so far and the summary
+/// are written, and the exit status says the run was interrupted.
+#[cfg(unix)]
+#[test]
+fn interrupt_saves_draws_and_summary() {
+    let body = GOOD.replace("iterations = 200", "iterations = 1_000_000_000");
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    let child = Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(["run", "run.toml", "--out", "out"])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until sampling has produced draws (the store's first chunk or some time), then interrupt.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "an interrupted run must not exit 0");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(summary["interrupted"], true);
+    assert!(summary["draws"].as_u64().unwrap() > 0);
+    assert!(
+        summary["parameters"][0]["mean"]
+            .as_f64()
+            .unwrap()
+            .is_finite()
+    );
+}

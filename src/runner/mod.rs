@@ -14,6 +14,7 @@ use crate::io::{DrawSink, SinkError};
 use crate::rng::{ChainRng, chain_stream};
 use crate::sampler::Sampler;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// When a chain stops.
@@ -83,6 +84,8 @@ pub struct ChainReport {
     pub seconds: f64,
     /// Set if the chain diverged (it then stopped early; its earlier draws are kept).
     pub divergence: Option<Divergence>,
+    /// The chain stopped early because a stop was requested (e.g. Ctrl-C); its draws are kept.
+    pub interrupted: bool,
 }
 
 impl ChainReport {
@@ -124,6 +127,11 @@ impl RunReport {
     /// Total draws kept over all chains.
     pub fn draws(&self) -> usize {
         self.chains.iter().map(|c| c.draws).sum()
+    }
+
+    /// Whether a stop request ended any chain early.
+    pub fn interrupted(&self) -> bool {
+        self.chains.iter().any(|c| c.interrupted)
     }
 }
 
@@ -194,6 +202,28 @@ pub fn run<'a, F>(
 where
     F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
 {
+    run_until(
+        settings,
+        make_chain,
+        sink,
+        progress,
+        &AtomicBool::new(false),
+    )
+}
+
+/// [`run`], and every chain also stops at the first iteration boundary after `stop` becomes
+/// true (e.g. set by a Ctrl-C handler); its draws so far are flushed and it is reported as
+/// interrupted.
+pub fn run_until<'a, F>(
+    settings: &RunSettings,
+    make_chain: F,
+    sink: &dyn DrawSink,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<RunReport, RunError>
+where
+    F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
+{
     settings.validate()?;
     let start = Instant::now();
     let mut prepared = Vec::with_capacity(settings.chains);
@@ -213,7 +243,7 @@ where
     }
     let reports = prepared
         .into_par_iter()
-        .map(|(c, chain, rng, writer)| run_chain(settings, c, chain, rng, writer, progress))
+        .map(|(c, chain, rng, writer)| run_chain(settings, c, chain, rng, writer, progress, stop))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(RunReport {
         chains: reports,
@@ -228,6 +258,7 @@ fn run_chain(
     mut rng: ChainRng,
     mut writer: Box<dyn crate::io::ChainWriter + '_>,
     progress: &dyn Progress,
+    stop: &AtomicBool,
 ) -> Result<ChainReport, RunError> {
     let Chain {
         mut sampler,
@@ -243,6 +274,7 @@ fn run_chain(
     let sink_err = |source| RunError::Sink { chain: c, source };
 
     let mut divergence = None;
+    let mut interrupted = false;
     let mut iterations = 0usize;
     let mut draws = 0usize;
     let mut last_finite = init.clone();
@@ -258,6 +290,10 @@ fn run_chain(
             Budget::Iterations(_) if Some(iterations) == total => break,
             Budget::WallClock(limit) if start.elapsed() >= limit => break,
             _ => {}
+        }
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
         }
         last_finite.copy_from_slice(sampler.position());
         sampler.step(estimator.as_mut(), &mut rng);
@@ -286,6 +322,7 @@ fn run_chain(
         draws,
         seconds: start.elapsed().as_secs_f64(),
         divergence,
+        interrupted,
     };
     progress.chain_finished(c, &report);
     Ok(report)
