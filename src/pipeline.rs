@@ -477,9 +477,24 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
             EstimatorKind::Minibatch => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),
+        "sampler": resolved_sampler(&cfg.sampler),
     });
     v["settings"] = resolved;
     v
+}
+
+/// The sampler's parameters in the library's conventions (e.g. SGLD's ε whichever form was given).
+fn resolved_sampler(cfg: &SamplerConfig) -> serde_json::Value {
+    match cfg {
+        SamplerConfig::Sgld {
+            step_size,
+            welling_teh_step,
+            temperature,
+        } => {
+            let epsilon = step_size.or(welling_teh_step.map(|h| h / 2.0));
+            serde_json::json!({ "kind": "sgld", "epsilon": epsilon, "welling_teh_h": epsilon.map(|e| 2.0 * e), "temperature": temperature })
+        }
+    }
 }
 
 /// Write `summary.json` into `dir`.
