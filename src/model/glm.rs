@@ -162,14 +162,16 @@ fn axpy<T: Element>(a: f64, row: &[T], g: &mut [f64]) {
 }
 
 impl<F: Family> Glm<F> {
-    fn add_grad_kernel<T: Element>(
+    /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the
+    /// log-likelihoods, in one pass over the rows: the hot loop of every minibatch estimate.
+    fn grad_kernel<T: Element, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
         theta: &[f64],
         batch: &[DataIndex],
         weight: f64,
         grad: &mut [f64],
-    ) {
+    ) -> f64 {
         let d = x.cols();
         let (w, b, extra) = self.split(theta);
         let (gw, rest) = grad.split_at_mut(d);
@@ -179,6 +181,7 @@ impl<F: Family> Glm<F> {
             rest.split_at_mut(0)
         };
         let mut sum_r = 0.0;
+        let mut total = 0.0;
         for (k, &i) in batch.iter().enumerate() {
             if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
                 x.prefetch_row(ahead as usize);
@@ -187,6 +190,9 @@ impl<F: Family> Glm<F> {
             let row = x.row(i);
             let z = dot(row, w) + b;
             let y = self.targets[i];
+            if LOG_LIK {
+                total += self.family.log_lik(y, z, extra);
+            }
             let r = weight * self.family.dlog_lik_dz(y, z, extra);
             axpy(r, row, gw);
             sum_r += r;
@@ -195,6 +201,7 @@ impl<F: Family> Glm<F> {
         if let Some(g) = gb.first_mut() {
             *g += sum_r;
         }
+        total
     }
 
     fn each_kernel<T: Element>(
@@ -234,44 +241,6 @@ impl<F: Family> Glm<F> {
                 self.family
                     .add_dlog_lik_dextra(y, z, extra, 1.0, &mut g[e0..]);
             }
-        }
-        total
-    }
-
-    fn log_lik_and_grad_kernel<T: Element>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        batch: &[DataIndex],
-        weight: f64,
-        grad: &mut [f64],
-    ) -> f64 {
-        let d = x.cols();
-        let (w, b, extra) = self.split(theta);
-        let (gw, rest) = grad.split_at_mut(d);
-        let (gb, gextra) = if self.intercept {
-            rest.split_at_mut(1)
-        } else {
-            rest.split_at_mut(0)
-        };
-        let mut sum_r = 0.0;
-        let mut total = 0.0;
-        for (k, &i) in batch.iter().enumerate() {
-            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
-                x.prefetch_row(ahead as usize);
-            }
-            let i = i as usize;
-            let row = x.row(i);
-            let z = dot(row, w) + b;
-            let y = self.targets[i];
-            total += self.family.log_lik(y, z, extra);
-            let r = weight * self.family.dlog_lik_dz(y, z, extra);
-            axpy(r, row, gw);
-            sum_r += r;
-            self.family.add_dlog_lik_dextra(y, z, extra, weight, gextra);
-        }
-        if let Some(g) = gb.first_mut() {
-            *g += sum_r;
         }
         total
     }
@@ -345,7 +314,7 @@ impl<F: Family> Model for Glm<F> {
         _s: &mut Scratch,
     ) {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.add_grad_kernel(x, theta, batch, weight, grad));
+        with_features!(self, x => self.grad_kernel::<_, false>(x, theta, batch, weight, grad));
     }
 
     fn log_lik_and_add_grad(
@@ -357,7 +326,7 @@ impl<F: Family> Model for Glm<F> {
         _s: &mut Scratch,
     ) -> f64 {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.log_lik_and_grad_kernel(x, theta, batch, weight, grad))
+        with_features!(self, x => self.grad_kernel::<_, true>(x, theta, batch, weight, grad))
     }
 
     fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {
