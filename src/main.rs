@@ -55,8 +55,17 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("error: {}", chain.join(": ").replace('\n', " "));
+            // One line: each cause once (library errors often include their source already).
+            let mut line = String::new();
+            for cause in e.chain().map(|c| c.to_string()) {
+                if !line.contains(&cause) {
+                    if !line.is_empty() {
+                        line.push_str(": ");
+                    }
+                    line.push_str(&cause);
+                }
+            }
+            eprintln!("error: {}", line.replace('\n', " "));
             ExitCode::FAILURE
         }
     }
