@@ -3,13 +3,17 @@
 //! Every sampler takes any estimator through [`GradientEstimator`]. Each chain owns its own
 //! estimator (it holds the chain's index buffer and scratch space), so estimates never allocate.
 
+mod control_variate;
 mod full_data;
 mod minibatch;
 mod subsample;
+mod svrg;
 
+pub use control_variate::ControlVariates;
 pub use full_data::{FullBatch, FullDataEvaluator};
 pub use minibatch::Minibatch;
 pub use subsample::Subsampler;
+pub use svrg::Svrg;
 
 use crate::rng::ChainRng;
 
@@ -50,6 +54,17 @@ pub enum EstimatorError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A control-variate centre whose length is not the model's dimension.
+    #[error("control-variate centre has {got} values, the model has {expected} parameters")]
+    DimensionMismatch {
+        /// Model dimension D.
+        expected: usize,
+        /// Length given.
+        got: usize,
+    },
+    /// An SVRG update rate r that is not a positive integer.
+    #[error("SVRG update rate {0} is invalid: must be at least 1")]
+    BadUpdateRate(usize),
 }
 
 impl BatchSize {
