@@ -140,7 +140,8 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
         t0.elapsed().as_secs_f64()
     );
     println!(
-        "SGLD, step 3e-8, batch 1 % (10,000 rows), {} chains x {} iterations (burn-in {}, thin {}), from the MAP",
+        "SGLD with control-variate gradients centred at the MAP (SGLD-CV), step 5e-7, batch 1,000; \
+         {} chains x {} iterations (burn-in {}, thin {})",
         cfg.run.chains,
         cfg.run.iterations.unwrap_or(0),
         cfg.run.burn_in,
@@ -186,7 +187,7 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     let model = pipeline::build_model(&cfg.model, data)?;
     // Validate every setting before creating output.
     pipeline::build_sampler(&cfg.sampler)?;
-    pipeline::build_estimator(&cfg.gradient, model.as_ref())?;
+    pipeline::check_estimator(&cfg.gradient, model.as_ref())?;
     pipeline::run_settings(&cfg)?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);

@@ -190,12 +190,15 @@ fn one() -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GradientConfig {
-    /// `"minibatch"` (default) or `"full"`.
+    /// `"minibatch"` (default), `"control_variates"`, `"svrg"` or `"full"`.
     #[serde(default)]
     pub estimator: EstimatorKind,
     /// A count (integer) or a fraction of N (a number in (0, 1]); default 1 % of N.
     #[serde(default = "default_batch")]
     pub batch_size: BatchSizeConfig,
+    /// SVRG only: refresh the centre every this many estimates (default ⌈N/n⌉, one epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_rate: Option<usize>,
 }
 
 impl Default for GradientConfig {
@@ -203,6 +206,7 @@ impl Default for GradientConfig {
         Self {
             estimator: EstimatorKind::default(),
             batch_size: default_batch(),
+            update_rate: None,
         }
     }
 }
@@ -218,6 +222,10 @@ pub enum EstimatorKind {
     /// Standard minibatch estimator with N/n scaling.
     #[default]
     Minibatch,
+    /// Control variates centred at the MAP (Baker et al. 2019): the SGLD-CV family.
+    ControlVariates,
+    /// Control variates with a centre refreshed every `update_rate` estimates (Dubey et al. 2016).
+    Svrg,
     /// Exact full-data gradient.
     Full,
 }

@@ -7,7 +7,9 @@ use crate::config::{
     NoiseVariance, SamplerConfig,
 };
 use crate::data::{self, DataError, Dataset};
-use crate::estimator::{EstimatorError, FullBatch, GradientEstimator, Minibatch};
+use crate::estimator::{
+    ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
+};
 use crate::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
@@ -214,15 +216,42 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
     }
 }
 
-/// A fresh gradient estimator as the `[gradient]` table describes.
+/// Check the `[gradient]` table against the model without building anything expensive.
+pub fn check_estimator(cfg: &GradientConfig, model: &dyn Model) -> Result<(), PipelineError> {
+    cfg.batch_size.to_batch_size().resolve(model.num_data())?;
+    match (cfg.estimator, cfg.update_rate) {
+        (EstimatorKind::Svrg, Some(0)) => Err(EstimatorError::BadUpdateRate(0).into()),
+        (EstimatorKind::Svrg, _) | (_, None) => Ok(()),
+        (_, Some(_)) => Err(PipelineError::Other(
+            "[gradient] `update_rate` applies to estimator = \"svrg\" only".into(),
+        )),
+    }
+}
+
+/// Whether the `[gradient]` table needs the MAP (as the control-variate centre).
+pub fn estimator_needs_map(cfg: &GradientConfig) -> bool {
+    cfg.estimator == EstimatorKind::ControlVariates
+}
+
+/// A fresh gradient estimator as the `[gradient]` table describes; `centre` is the MAP, required
+/// by control variates.
 pub fn build_estimator<'m>(
     cfg: &GradientConfig,
     model: &'m dyn Model,
+    centre: Option<&[f64]>,
 ) -> Result<Box<dyn GradientEstimator + 'm>, PipelineError> {
+    let batch = cfg.batch_size.to_batch_size();
     Ok(match cfg.estimator {
-        EstimatorKind::Minibatch => {
-            Box::new(Minibatch::new(model, cfg.batch_size.to_batch_size())?)
+        EstimatorKind::Minibatch => Box::new(Minibatch::new(model, batch)?),
+        EstimatorKind::ControlVariates => {
+            let centre = centre.ok_or_else(|| {
+                PipelineError::Other(
+                    "control variates need a centre (the MAP); none was computed".into(),
+                )
+            })?;
+            Box::new(ControlVariates::new(model, batch, centre)?)
         }
+        EstimatorKind::Svrg => Box::new(Svrg::new(model, batch, cfg.update_rate)?),
         EstimatorKind::Full => Box::new(FullBatch::new(model)),
     })
 }
@@ -371,22 +400,28 @@ pub fn execute(
     let dim = model.dim();
     // Validate sampler and estimator settings once, before anything runs.
     build_sampler(&cfg.sampler)?;
-    build_estimator(&cfg.gradient, model)?;
+    check_estimator(&cfg.gradient, model)?;
 
     let map_start = std::time::Instant::now();
+    let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
+        || estimator_needs_map(&cfg.gradient);
+    let map = if needs_map {
+        let options = LbfgsOptions {
+            max_iterations: 2_000,
+            ..LbfgsOptions::default()
+        };
+        Some(find_map(model, &vec![0.0; dim], &options)?)
+    } else {
+        None
+    };
     // `inits` holds one shared start, one start per chain, or nothing (prior draws).
-    let (inits, map) = match &cfg.run.init {
+    let inits = match &cfg.run.init {
         InitConfig::Keyword(InitKeyword::Map) => {
-            let options = LbfgsOptions {
-                max_iterations: 2_000,
-                ..LbfgsOptions::default()
-            };
-            let r = find_map(model, &vec![0.0; dim], &options)?;
-            (vec![r.theta.clone()], Some(r))
+            vec![map.as_ref().expect("computed above").theta.clone()]
         }
-        InitConfig::Keyword(InitKeyword::Zeros) => (vec![vec![0.0; dim]], None),
-        InitConfig::Keyword(InitKeyword::Prior) => (Vec::new(), None),
-        InitConfig::File { file } => (read_init_file(file, dim, settings.chains)?, None),
+        InitConfig::Keyword(InitKeyword::Zeros) => vec![vec![0.0; dim]],
+        InitConfig::Keyword(InitKeyword::Prior) => Vec::new(),
+        InitConfig::File { file } => read_init_file(file, dim, settings.chains)?,
     };
     let map_seconds = map_start.elapsed().as_secs_f64();
 
@@ -417,6 +452,7 @@ pub fn execute(
         None => &memory,
     };
 
+    let centre = map.as_ref().map(|m| m.theta.as_slice());
     let make_chain = |c: usize, rng: &mut crate::rng::ChainRng| -> Result<Chain<'_>, RunError> {
         let setup = |e: PipelineError| RunError::ChainSetup {
             chain: c,
@@ -435,7 +471,7 @@ pub fn execute(
         };
         Ok(Chain {
             sampler: build_sampler(&cfg.sampler).map_err(setup)?,
-            estimator: build_estimator(&cfg.gradient, model).map_err(setup)?,
+            estimator: build_estimator(&cfg.gradient, model, centre).map_err(setup)?,
             init,
         })
     };
@@ -474,7 +510,7 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
         "model": { "kind": model.name(), "dim": model.dim(), "num_data": model.num_data() },
         "batch_size": match cfg.gradient.estimator {
             EstimatorKind::Full => model.num_data(),
-            EstimatorKind::Minibatch => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
+            _ => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),
         "sampler": resolved_sampler(&cfg.sampler),

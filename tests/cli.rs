@@ -392,3 +392,40 @@ fn interrupt_saves_draws_and_summary() {
             .is_finite()
     );
 }
+
+#[test]
+fn control_variate_and_svrg_estimators_run_from_the_config() {
+    for gradient in [
+        "estimator = \"control_variates\"\nbatch_size = 20",
+        "estimator = \"svrg\"\nbatch_size = 20\nupdate_rate = 5",
+    ] {
+        let body = GOOD
+            .replace("batch_size = 20", gradient)
+            .replace("chains = 2", "chains = 2\ninit = \"zeros\"");
+        let dir = setup(NPY_DATA, LOGISTIC, &body);
+        let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+        assert!(
+            out.status.success(),
+            "{gradient}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(summary["draws"], 400);
+        // Control variates need the MAP as their centre even when the chains start elsewhere.
+        assert_eq!(
+            summary["map"].is_object(),
+            gradient.contains("control_variates"),
+            "{gradient}"
+        );
+    }
+}
+
+#[test]
+fn update_rate_without_svrg_is_rejected() {
+    let body = GOOD.replace("batch_size = 20", "batch_size = 20\nupdate_rate = 5");
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    assert_fails_with(dir.path(), &["update_rate", "svrg"]);
+}

@@ -278,6 +278,7 @@ fn run_chain(
     let mut iterations = 0usize;
     let mut draws = 0usize;
     let mut last_finite = init.clone();
+    estimator.restart(&init);
     sampler.start(&init, estimator.as_mut(), &mut rng);
     if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
         divergence = Some(Divergence {
