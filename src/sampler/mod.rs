@@ -7,12 +7,18 @@
 //! call, so any sampler combines with any estimator, and the runner owns everything else
 //! (budgets, burn-in, thinning, storage, divergence checks).
 
+mod psgld;
+mod sghmc;
 mod sgld;
 
+pub use psgld::{Psgld, PsgldSettings};
+pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;
 
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
+use rand::RngExt;
+use rand_distr::StandardNormal;
 
 /// One stochastic-gradient MCMC scheme.
 pub trait Sampler: Send {
@@ -48,6 +54,16 @@ pub enum SamplerError {
     /// A temperature that is not finite and > 0.
     #[error("temperature must be finite and > 0, got {0}")]
     BadTemperature(f64),
+    /// Any other hyperparameter outside its range.
+    #[error("{name} = {value} is invalid: {requirement}")]
+    BadParameter {
+        /// The parameter (as the reference names it).
+        name: &'static str,
+        /// The value given.
+        value: f64,
+        /// What it must satisfy.
+        requirement: &'static str,
+    },
 }
 
 /// The step of an overdamped sampler, in either published convention (reference §1.4).
@@ -80,6 +96,64 @@ pub(crate) fn check_temperature(t: f64) -> Result<f64, SamplerError> {
         Ok(t)
     } else {
         Err(SamplerError::BadTemperature(t))
+    }
+}
+
+/// Check that `value` lies in [`lo`, `hi`] (and is not NaN); `requirement` words the range.
+pub(crate) fn check_range(
+    name: &'static str,
+    value: f64,
+    lo: f64,
+    hi: f64,
+    requirement: &'static str,
+) -> Result<f64, SamplerError> {
+    if (lo..=hi).contains(&value) {
+        Ok(value)
+    } else {
+        Err(SamplerError::BadParameter {
+            name,
+            value,
+            requirement,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared update pieces for implementing samplers. Each draws ξ ~ N(0, 1) coordinate by coordinate, in index order, from
+// the chain's stream, so schemes built from them stay bit-reproducible (reference §1.5).
+// ---------------------------------------------------------------------------------------------
+
+/// One ξ ~ N(0, 1) from the chain's stream.
+#[inline(always)]
+pub fn standard_normal(rng: &mut ChainRng) -> f64 {
+    rng.sample(StandardNormal)
+}
+
+/// Euler–Maruyama step with scalar noise: xᵢ ← xᵢ + scale·driftᵢ + sd·ξᵢ (SGLD §2.1; the
+/// position/momentum kicks of the momentum schemes).
+#[inline]
+pub fn add_drift_and_noise(x: &mut [f64], drift: &[f64], scale: f64, sd: f64, rng: &mut ChainRng) {
+    debug_assert_eq!(x.len(), drift.len());
+    for (x, d) in x.iter_mut().zip(drift) {
+        let xi = standard_normal(rng);
+        *x += scale * d + sd * xi;
+    }
+}
+
+/// xᵢ ← xᵢ + sd·ξᵢ: add N(0, sd²·I) noise.
+#[inline]
+pub fn add_scaled_noise(x: &mut [f64], sd: f64, rng: &mut ChainRng) {
+    for x in x.iter_mut() {
+        *x += sd * standard_normal(rng);
+    }
+}
+
+/// Momentum refresh v ~ N(0, sd²·I), e.g. SGHMC's v ~ N(0, η·T·I) (§2.3) or a BAOAB/BADODAB
+/// initial momentum.
+#[inline]
+pub fn resample_momentum(v: &mut [f64], sd: f64, rng: &mut ChainRng) {
+    for v in v.iter_mut() {
+        *v = sd * standard_normal(rng);
     }
 }
 

@@ -1,11 +1,9 @@
 //! SGLD (Welling & Teh 2011), reference §2.1:
 //! θₜ₊₁ = θₜ + ε·ĝ(θₜ) + √(2εT)·ξ, ξ ~ N(0, I), in the catalogue convention (ε = h/2).
 
-use super::{ChainState, Sampler, SamplerError, StepSize, check_temperature};
+use super::{ChainState, Sampler, SamplerError, StepSize, add_drift_and_noise, check_temperature};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
-use rand::RngExt;
-use rand_distr::StandardNormal;
 
 /// Stochastic-gradient Langevin dynamics.
 #[derive(Debug, Clone)]
@@ -44,12 +42,15 @@ impl Sampler for Sgld {
 
     #[inline]
     fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
-        let (eps, sd) = (self.epsilon, self.noise_sd);
-        for (t, g) in self.state.theta.iter_mut().zip(&self.state.grad) {
-            let xi: f64 = rng.sample(StandardNormal);
-            *t += eps * g + sd * xi;
-        }
-        self.state.refresh(estimator, rng);
+        let state = &mut self.state;
+        add_drift_and_noise(
+            &mut state.theta,
+            &state.grad,
+            self.epsilon,
+            self.noise_sd,
+            rng,
+        );
+        state.refresh(estimator, rng);
     }
 
     fn position(&self) -> &[f64] {
