@@ -180,6 +180,60 @@ pub enum SamplerConfig {
         #[serde(default = "one")]
         temperature: f64,
     },
+    /// pSGLD (reference §2.2): SGLD with an RMSProp preconditioner G = 1/(√V + λ), in the same ε
+    /// convention as SGLD (`catalogue_dt` = the catalogue's dt, i.e. ε = dt/2).
+    Psgld {
+        /// ε: θ + ε·G⊙ĝ + √(2εT·G)⊙ξ.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step_size: Option<f64>,
+        /// The catalogue/SGMCMCJax step dt (ε = dt/2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        catalogue_dt: Option<f64>,
+        /// RMSProp decay ρ of V ← ρV + (1 − ρ)ĝ⊙ĝ.
+        #[serde(default = "default_decay")]
+        decay: f64,
+        /// Stabiliser λ in G = 1/(√V + λ).
+        #[serde(default = "default_stabiliser")]
+        stabiliser: f64,
+        /// Posterior temperature T.
+        #[serde(default = "one")]
+        temperature: f64,
+    },
+    /// SGHMC (reference §2.3): momentum resampled every iteration, then `inner_steps` steps each
+    /// with a fresh gradient estimate.
+    Sghmc {
+        /// η, the learning rate of the v-parameterisation (η = h²).
+        step_size: f64,
+        /// L, inner steps per iteration (each costs one gradient estimate).
+        inner_steps: usize,
+        /// Friction α.
+        #[serde(default = "default_friction")]
+        friction: f64,
+        /// Gradient-noise estimate β̂ (0 ≤ β̂ < α).
+        #[serde(default)]
+        noise_estimate: f64,
+        /// Posterior temperature T.
+        #[serde(default = "one")]
+        temperature: f64,
+        /// Compatibility: SGMCMCJax's order (gradient before the position update).
+        #[serde(default)]
+        gradient_before_position_update: bool,
+        /// Compatibility: carry the momentum across iterations.
+        #[serde(default)]
+        no_momentum_resampling: bool,
+    },
+}
+
+fn default_decay() -> f64 {
+    0.99
+}
+
+fn default_stabiliser() -> f64 {
+    1e-5
+}
+
+fn default_friction() -> f64 {
+    0.01
 }
 
 fn one() -> f64 {

@@ -19,7 +19,9 @@ use crate::model::{
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
-use crate::sampler::{Sampler, SamplerError, Sgld, StepSize};
+use crate::sampler::{
+    Psgld, PsgldSettings, Sampler, SamplerError, Sghmc, SghmcOptions, SghmcSettings, Sgld, StepSize,
+};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -196,22 +198,74 @@ pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, P
 
 /// A fresh sampler as the `[sampler]` table describes.
 pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
+    let one_of = |a: Option<f64>,
+                  b: Option<f64>,
+                  names: &str|
+     -> Result<(Option<f64>, Option<f64>), PipelineError> {
+        match (a, b) {
+            (Some(_), None) | (None, Some(_)) => Ok((a, b)),
+            _ => Err(PipelineError::Other(format!(
+                "[sampler] give exactly one of {names}"
+            ))),
+        }
+    };
     match cfg {
         SamplerConfig::Sgld {
             step_size,
             welling_teh_step,
             temperature,
         } => {
-            let step = match (step_size, welling_teh_step) {
-                (Some(e), None) => StepSize::Langevin(*e),
-                (None, Some(h)) => StepSize::WellingTeh(*h),
-                _ => {
-                    return Err(PipelineError::Other(
-                        "[sampler] give exactly one of `step_size` and `welling_teh_step`".into(),
-                    ));
-                }
+            let step = match one_of(
+                *step_size,
+                *welling_teh_step,
+                "`step_size` and `welling_teh_step`",
+            )? {
+                (Some(e), _) => StepSize::Langevin(e),
+                (_, h) => StepSize::WellingTeh(h.expect("one is set")),
             };
             Ok(Box::new(Sgld::new(step, *temperature)?))
+        }
+        SamplerConfig::Psgld {
+            step_size,
+            catalogue_dt,
+            decay,
+            stabiliser,
+            temperature,
+        } => {
+            let settings = PsgldSettings {
+                decay: *decay,
+                stabiliser: *stabiliser,
+                temperature: *temperature,
+                ..PsgldSettings::default()
+            };
+            Ok(
+                match one_of(*step_size, *catalogue_dt, "`step_size` and `catalogue_dt`")? {
+                    (Some(e), _) => Box::new(Psgld::new(StepSize::Langevin(e), settings)?),
+                    (_, dt) => {
+                        Box::new(Psgld::from_catalogue_dt(dt.expect("one is set"), settings)?)
+                    }
+                },
+            )
+        }
+        SamplerConfig::Sghmc {
+            step_size,
+            inner_steps,
+            friction,
+            noise_estimate,
+            temperature,
+            gradient_before_position_update,
+            no_momentum_resampling,
+        } => {
+            let settings = SghmcSettings {
+                friction: *friction,
+                noise_estimate: *noise_estimate,
+                temperature: *temperature,
+                options: SghmcOptions {
+                    gradient_before_position_update: *gradient_before_position_update,
+                    no_momentum_resampling: *no_momentum_resampling,
+                },
+            };
+            Ok(Box::new(Sghmc::new(*step_size, *inner_steps, settings)?))
         }
     }
 }
@@ -530,6 +584,16 @@ fn resolved_sampler(cfg: &SamplerConfig) -> serde_json::Value {
             let epsilon = step_size.or(welling_teh_step.map(|h| h / 2.0));
             serde_json::json!({ "kind": "sgld", "epsilon": epsilon, "welling_teh_h": epsilon.map(|e| 2.0 * e), "temperature": temperature })
         }
+        SamplerConfig::Psgld {
+            step_size,
+            catalogue_dt,
+            ..
+        } => {
+            let mut v = serde_json::to_value(cfg).expect("config serialises");
+            v["epsilon"] = serde_json::json!(step_size.or(catalogue_dt.map(|dt| dt / 2.0)));
+            v
+        }
+        SamplerConfig::Sghmc { .. } => serde_json::to_value(cfg).expect("config serialises"),
     }
 }
 

@@ -429,3 +429,39 @@ fn update_rate_without_svrg_is_rejected() {
     let dir = setup(NPY_DATA, LOGISTIC, &body);
     assert_fails_with(dir.path(), &["update_rate", "svrg"]);
 }
+
+#[test]
+fn psgld_and_sghmc_run_from_the_config() {
+    for sampler in [
+        "[sampler]\nkind = \"psgld\"\nstep_size = 1e-4",
+        "[sampler]\nkind = \"psgld\"\ncatalogue_dt = 2e-4\ndecay = 0.9",
+        "[sampler]\nkind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3",
+    ] {
+        let body = GOOD.replace("[sampler]\nkind = \"sgld\"\nstep_size = 1e-4", sampler);
+        let dir = setup(NPY_DATA, LOGISTIC, &body);
+        let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+        assert!(
+            out.status.success(),
+            "{sampler}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(summary["draws"], 400, "{sampler}");
+    }
+    // SGHMC without L, and a friction not above the noise estimate, are clear errors.
+    let dir = setup(
+        NPY_DATA,
+        LOGISTIC,
+        &GOOD.replace("kind = \"sgld\"", "kind = \"sghmc\""),
+    );
+    assert_fails_with(dir.path(), &["inner_steps"]);
+    let body = GOOD.replace(
+        "kind = \"sgld\"\nstep_size = 1e-4",
+        "kind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 2\nnoise_estimate = 0.5",
+    );
+    let dir = setup(NPY_DATA, LOGISTIC, &body);
+    assert_fails_with(dir.path(), &["noise"]);
+}
