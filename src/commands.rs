@@ -88,7 +88,9 @@ fn verdict(rows: &[sgmcmc::io::ParameterRow]) -> String {
         .fold(f64::NAN, f64::min);
     let stats =
         format!("max R-hat {max_rhat:.3}, min bulk ESS {min_bulk:.0}, min tail ESS {min_tail:.0}");
-    if max_rhat <= 1.01 && min_bulk >= 400.0 && min_tail >= 400.0 {
+    // Judge the values as printed (R-hat to 3 decimals, ESS to whole draws).
+    let rhat_shown = (max_rhat * 1e3).round() / 1e3;
+    if rhat_shown <= 1.01 && min_bulk.round() >= 400.0 && min_tail.round() >= 400.0 {
         format!("diagnostics: {stats}: within the usual thresholds (R-hat <= 1.01, ESS >= 400)")
     } else {
         format!(
