@@ -14,6 +14,12 @@ fn sgmcmc(args: &[&str], dir: &Path) -> Output {
         .expect("binary runs")
 }
 
+/// The `out/summary.json` a run wrote in `dir`.
+fn read_summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("out/summary.json")).expect("summary.json written");
+    serde_json::from_str(&text).expect("summary.json is JSON")
+}
+
 /// Runs `sgmcmc run run.toml` in `dir` and asserts a clean failure whose one-line message
 /// contains every string of `needles`.
 fn assert_fails_with(dir: &Path, needles: &[&str]) {

@@ -34,21 +34,40 @@ impl<'m> ControlVariates<'m> {
         centre: &[f64],
     ) -> Result<Self, EstimatorError> {
         check_dim(model, centre.len())?;
+        let mut cv = Self::uncentred(model, batch)?;
+        cv.recentre(centre, &mut FullDataEvaluator::new(model));
+        Ok(cv)
+    }
+
+    /// The estimator with θ̂ = 0 and no score computed yet: [`Self::recentre`] must run before
+    /// the first estimate (SVRG does that on its first call).
+    pub(super) fn uncentred(
+        model: &'m dyn Model,
+        batch: BatchSize,
+    ) -> Result<Self, EstimatorError> {
         let n_data = model.num_data();
         let batch = batch.resolve(n_data)?;
-        let mut centre_score = vec![0.0; model.dim()];
-        FullDataEvaluator::new(model).grad_log_posterior(centre, &mut centre_score);
-        let mut centre_lik_score = vec![0.0; model.dim()];
-        likelihood_part(model, centre, &centre_score, &mut centre_lik_score);
         Ok(Self {
             model,
             batch,
-            centre: centre.to_vec(),
-            centre_score,
-            centre_lik_score,
+            centre: vec![0.0; model.dim()],
+            centre_score: vec![0.0; model.dim()],
+            centre_lik_score: vec![0.0; model.dim()],
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
         })
+    }
+
+    /// Move the centre to `theta` and recompute G = ∇log π(θ̂) with one full pass of `full`.
+    pub(super) fn recentre(&mut self, theta: &[f64], full: &mut FullDataEvaluator<'_>) {
+        self.centre.copy_from_slice(theta);
+        full.grad_log_posterior(theta, &mut self.centre_score);
+        likelihood_part(
+            self.model,
+            theta,
+            &self.centre_score,
+            &mut self.centre_lik_score,
+        );
     }
 
     /// The resolved batch size n.
@@ -90,7 +109,7 @@ impl GradientEstimator for ControlVariates<'_> {
 }
 
 /// The dimension check shared by the control-variate estimators.
-pub(super) fn check_dim(model: &dyn Model, got: usize) -> Result<(), EstimatorError> {
+fn check_dim(model: &dyn Model, got: usize) -> Result<(), EstimatorError> {
     if got == model.dim() {
         Ok(())
     } else {
@@ -102,7 +121,7 @@ pub(super) fn check_dim(model: &dyn Model, got: usize) -> Result<(), EstimatorEr
 }
 
 /// `lik = score − ∇log p(centre)`: the likelihood part of a full-data score.
-pub(super) fn likelihood_part(model: &dyn Model, centre: &[f64], score: &[f64], lik: &mut [f64]) {
+fn likelihood_part(model: &dyn Model, centre: &[f64], score: &[f64], lik: &mut [f64]) {
     lik.fill(0.0);
     model.add_grad_log_prior(centre, lik);
     lik.iter_mut().zip(score).for_each(|(l, s)| *l = s - *l);
@@ -111,11 +130,7 @@ pub(super) fn likelihood_part(model: &dyn Model, centre: &[f64], score: &[f64], 
 /// A fresh uniform minibatch of `n` indices; all indices (in buffer order, no random numbers
 /// drawn) when n = N.
 #[inline]
-pub(super) fn draw_batch<'a>(
-    subsampler: &'a mut Subsampler,
-    n: usize,
-    rng: &mut ChainRng,
-) -> &'a [DataIndex] {
+fn draw_batch<'a>(subsampler: &'a mut Subsampler, n: usize, rng: &mut ChainRng) -> &'a [DataIndex] {
     if n == subsampler.len() {
         subsampler.all()
     } else {
@@ -126,7 +141,7 @@ pub(super) fn draw_batch<'a>(
 /// `out += (N/n)·[Σ_{i∈batch} ∇log p(xᵢ | θ) − Σ_{i∈batch} ∇log p(xᵢ | θ̂)]`: two weighted
 /// passes over the same minibatch, no allocation.
 #[inline]
-pub(super) fn add_correction(
+fn add_correction(
     model: &dyn Model,
     theta: &[f64],
     centre: &[f64],

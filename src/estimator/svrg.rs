@@ -1,9 +1,8 @@
 //! SVRG estimator (reference §3.3; Dubey et al. 2016): control variates whose centre θ̂ is moved
 //! to the current θ every r calls, with G = ∇log π(θ̂) recomputed on the full data.
 
-use super::control_variate::{add_correction, check_dim, draw_batch, likelihood_part};
-use super::{BatchSize, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler};
-use crate::model::{Model, Scratch};
+use super::{BatchSize, ControlVariates, EstimatorError, FullDataEvaluator, GradientEstimator};
+use crate::model::Model;
 use crate::rng::ChainRng;
 
 /// Stochastic variance-reduced gradient. Calls are numbered i = 0, 1, 2, … (since construction
@@ -12,17 +11,11 @@ use crate::rng::ChainRng;
 /// drawn). Other calls return G + [ĝ_S(θ) − ĝ_S(θ̂)] with one shared fresh minibatch S, computed
 /// as in [`super::ControlVariates`] (prior difference included).
 pub struct Svrg<'m> {
-    model: &'m dyn Model,
-    batch: usize,
+    cv: ControlVariates<'m>,
     update_rate: usize,
     calls: usize,
     full_passes: usize,
-    centre: Vec<f64>,
-    centre_score: Vec<f64>,
-    centre_lik_score: Vec<f64>,
     full: FullDataEvaluator<'m>,
-    subsampler: Subsampler,
-    scratch: Scratch,
 }
 
 impl<'m> Svrg<'m> {
@@ -33,31 +26,24 @@ impl<'m> Svrg<'m> {
         batch: BatchSize,
         update_rate: Option<usize>,
     ) -> Result<Self, EstimatorError> {
-        let n_data = model.num_data();
-        let batch = batch.resolve(n_data)?;
+        let cv = ControlVariates::uncentred(model, batch)?;
         let update_rate = match update_rate {
-            None => n_data.div_ceil(batch),
+            None => model.num_data().div_ceil(cv.batch_size()),
             Some(0) => return Err(EstimatorError::BadUpdateRate(0)),
             Some(r) => r,
         };
         Ok(Self {
-            model,
-            batch,
+            cv,
             update_rate,
             calls: 0,
             full_passes: 0,
-            centre: vec![0.0; model.dim()],
-            centre_score: vec![0.0; model.dim()],
-            centre_lik_score: vec![0.0; model.dim()],
             full: FullDataEvaluator::new(model),
-            subsampler: Subsampler::new(n_data),
-            scratch: Scratch::new(),
         })
     }
 
     /// The resolved batch size n.
     pub fn batch_size(&self) -> usize {
-        self.batch
+        self.cv.batch_size()
     }
 
     /// The update rate r (calls between centre refreshes).
@@ -72,46 +58,30 @@ impl<'m> Svrg<'m> {
 
     /// The current centre θ̂ (zeros before the first call).
     pub fn centre(&self) -> &[f64] {
-        &self.centre
+        self.cv.centre()
     }
 }
 
 impl GradientEstimator for Svrg<'_> {
+    /// At calls i ≡ 0 (mod r) the centre moves to θ and the estimate is the full-data score G
+    /// itself (bit for bit); otherwise it is the control-variate estimate about the centre.
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
-        debug_assert!(check_dim(self.model, theta.len()).is_ok());
         let refresh = self.calls.is_multiple_of(self.update_rate);
         self.calls += 1;
         if refresh {
-            self.centre.copy_from_slice(theta);
-            self.full.grad_log_posterior(theta, &mut self.centre_score);
-            likelihood_part(
-                self.model,
-                theta,
-                &self.centre_score,
-                &mut self.centre_lik_score,
-            );
+            self.cv.recentre(theta, &mut self.full);
             self.full_passes += 1;
-            out.copy_from_slice(&self.centre_score);
+            out.copy_from_slice(self.cv.centre_score());
             return;
         }
-        out.copy_from_slice(&self.centre_lik_score);
-        self.model.add_grad_log_prior(theta, out);
-        let batch = draw_batch(&mut self.subsampler, self.batch, rng);
-        add_correction(
-            self.model,
-            theta,
-            &self.centre,
-            batch,
-            out,
-            &mut self.scratch,
-        );
+        self.cv.estimate(theta, out, rng);
     }
 
     /// 2n per call (reference §5.3); in addition every r-th call (a refresh) spends one full
     /// pass of N per-datum gradients instead.
     fn cost_per_estimate(&self) -> usize {
-        2 * self.batch
+        self.cv.cost_per_estimate()
     }
 
     /// Reset the call counter: the next call refreshes the centre at its θ.
