@@ -77,10 +77,7 @@ fn a_good_run_writes_draws_and_summary() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_summary(dir.path());
     let params = summary["parameters"].as_array().unwrap();
     assert_eq!(params.len(), 3);
     for key in [
@@ -244,10 +241,7 @@ fn a_diverging_chain_is_reported_and_the_rest_are_kept() {
     assert!(stderr.contains("chain 1: DIVERGED"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("WARNING: chain 1 diverged"), "{stdout}");
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_summary(dir.path());
     assert_eq!(summary["diverged_chains"], serde_json::json!([1]));
     assert_eq!(summary["summarised_chains"], serde_json::json!([0, 2]));
     assert_eq!(summary["draws"], 600);
@@ -295,10 +289,7 @@ fn f32_npy_features_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_summary(dir.path());
     assert_eq!(summary["draws"], 400);
 }
 
@@ -385,10 +376,7 @@ fn interrupt_saves_draws_and_summary() {
     assert!(!out.status.success(), "an interrupted run must not exit 0");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_summary(dir.path());
     assert_eq!(summary["interrupted"], true);
     assert!(summary["draws"].as_u64().unwrap() > 0);
     assert!(
@@ -415,10 +403,7 @@ fn control_variate_and_svrg_estimators_run_from_the_config() {
             "{gradient}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let summary: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-        )
-        .unwrap();
+        let summary = read_summary(dir.path());
         assert_eq!(summary["draws"], 400);
         // Control variates need the MAP as their centre even when the chains start elsewhere.
         assert_eq!(
@@ -451,10 +436,7 @@ fn psgld_and_sghmc_run_from_the_config() {
             "{sampler}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let summary: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-        )
-        .unwrap();
+        let summary = read_summary(dir.path());
         assert_eq!(summary["draws"], 400, "{sampler}");
     }
     // SGHMC without L, and a friction not above the noise estimate, are clear errors.
