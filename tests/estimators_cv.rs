@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{dataset, features, logistic_data, mean, normals, pooled_mean_mcse};
+use common::{
+    Section21, dataset, features, logistic_data, mean, normals, pooled_mean_mcse, section_2_1,
+};
 use rand::Rng;
 use sgmcmc::estimator::{
     BatchSize, ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
@@ -421,20 +423,15 @@ fn bad_settings_are_rejected() {
 /// (2 + εV_e)/(P(2 − εP)).
 #[test]
 fn sgld_with_control_variates_matches_exact_gradient_variance() {
-    let (n_data, n) = (100usize, 10usize);
-    let tau0_sq = 4.0;
-    let x: Vec<f64> = normals(41, 0, n_data)
-        .iter()
-        .map(|v| 1.0 + 2.0 * v)
-        .collect();
-    let model = GaussianModel::new(features(x.clone(), 1), &[1.0], tau0_sq).unwrap();
-    let (nd, nb) = (n_data as f64, n as f64);
-    let p = 1.0 / tau0_sq + nd;
-    let m = x.iter().sum::<f64>() / p;
-    let xm = mean(&x);
-    let s2 = x.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
-    let v_e = nd * nd / nb * (nd - nb) / (nd - 1.0) * s2;
-    let eps = 0.5 / p;
+    let Section21 {
+        model,
+        n,
+        p,
+        m,
+        v_e,
+        eps,
+        ..
+    } = section_2_1();
     let var_exact = 2.0 / (p * (2.0 - eps * p));
     let var_minibatch = (2.0 + eps * v_e) / (p * (2.0 - eps * p));
     // A centre away from the mode (it does not matter on the GTM).

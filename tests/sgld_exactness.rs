@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    features, from_eigen, lyapunov_doubling, mean, normals, pooled_mean_mcse, random_orthogonal,
+    Section21, features, from_eigen, lyapunov_doubling, normals, pooled_mean_mcse,
+    random_orthogonal, section_2_1,
 };
 use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
@@ -193,21 +194,17 @@ fn sgld_full_batch_matches_discretised_stationary_law() {
 /// the N/n scaling and the without-replacement factor.
 #[test]
 fn sgld_minibatch_matches_closed_form_with_gradient_noise() {
-    let (n_data, n) = (100usize, 10usize);
-    let tau0_sq = 4.0;
-    let x: Vec<f64> = normals(41, 0, n_data)
-        .iter()
-        .map(|v| 1.0 + 2.0 * v)
-        .collect();
-    let model = GaussianModel::new(features(x.clone(), 1), &[1.0], tau0_sq).unwrap();
-
+    let Section21 {
+        model,
+        n_data,
+        n,
+        p,
+        m,
+        s2,
+        v_e,
+        eps,
+    } = section_2_1();
     let (nd, nb) = (n_data as f64, n as f64);
-    let p = 1.0 / tau0_sq + nd;
-    let m = x.iter().sum::<f64>() / p;
-    let xm = mean(&x);
-    let s2 = x.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
-    let v_e = nd * nd / nb * (nd - nb) / (nd - 1.0) * s2;
-    let eps = 0.5 / p;
     let var_want = (2.0 + eps * v_e) / (p * (2.0 - eps * p));
     let var_with_replacement = (2.0 + eps * nd * nd / nb * s2) / (p * (2.0 - eps * p));
     let var_exact_gradients = 2.0 / (p * (2.0 - eps * p));

@@ -222,3 +222,43 @@ pub fn lyapunov_doubling(a: &[f64], q: &[f64], d: usize) -> Vec<f64> {
     }
     s
 }
+
+/// The minibatch setting of reference §2.1: D = 1, N = 100, n = 10, τ₀² = 4, xᵢ ~ N(1, 2²)
+/// (stream 41), with its closed forms: posterior precision P and mean m, data variance s²
+/// (divisor N), minibatch noise variance V_e = (N²/n)(N − n)/(N − 1)·s², and ε = 0.5/P.
+pub struct Section21 {
+    pub model: sgmcmc::model::GaussianModel,
+    pub n_data: usize,
+    pub n: usize,
+    pub p: f64,
+    pub m: f64,
+    pub s2: f64,
+    pub v_e: f64,
+    pub eps: f64,
+}
+
+pub fn section_2_1() -> Section21 {
+    let (n_data, n) = (100usize, 10usize);
+    let tau0_sq = 4.0;
+    let x: Vec<f64> = normals(41, 0, n_data)
+        .iter()
+        .map(|v| 1.0 + 2.0 * v)
+        .collect();
+    let model = sgmcmc::model::GaussianModel::new(features(x.clone(), 1), &[1.0], tau0_sq).unwrap();
+    let (nd, nb) = (n_data as f64, n as f64);
+    let p = 1.0 / tau0_sq + nd;
+    let m = x.iter().sum::<f64>() / p;
+    let xm = mean(&x);
+    let s2 = x.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
+    let v_e = nd * nd / nb * (nd - nb) / (nd - 1.0) * s2;
+    Section21 {
+        model,
+        n_data,
+        n,
+        p,
+        m,
+        s2,
+        v_e,
+        eps: 0.5 / p,
+    }
+}
