@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// SGLD on the built-in synthetic logistic regression (1,000,000 x 10), 4 chains from the MAP.
+    /// SGLD (control-variate gradients) on the built-in 1,000,000 x 10 logistic regression, 4 chains from the MAP.
     Demo {
         /// Also write draws (Zarr) and summary.json into this directory.
         #[arg(long)]
