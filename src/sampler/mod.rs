@@ -7,13 +7,19 @@
 //! call, so any sampler combines with any estimator, and the runner owns everything else
 //! (budgets, burn-in, thinning, storage, divergence checks).
 
+mod badodab;
+mod baoab;
 mod psgld;
 mod sghmc;
 mod sgld;
+mod sgnht;
 
+pub use badodab::{Badodab, BadodabSettings};
+pub use baoab::{Baoab, BaoabSettings};
 pub use psgld::{Psgld, PsgldSettings};
 pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;
+pub use sgnht::{Sgnht, SgnhtSettings};
 
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -155,6 +161,38 @@ pub fn resample_momentum(v: &mut [f64], sd: f64, rng: &mut ChainRng) {
     for v in v.iter_mut() {
         *v = sd * standard_normal(rng);
     }
+}
+
+/// Kick: vᵢ ← vᵢ + c·gᵢ (the B half-step of BAOAB/BADODAB with c = h/2; SGNHT's η·g).
+#[inline]
+pub fn kick(v: &mut [f64], g: &[f64], c: f64) {
+    debug_assert_eq!(v.len(), g.len());
+    for (v, g) in v.iter_mut().zip(g) {
+        *v += c * g;
+    }
+}
+
+/// Drift: θᵢ ← θᵢ + c·vᵢ (the A step with c = h/2; SGNHT's θ + v with c = 1).
+#[inline]
+pub fn drift(theta: &mut [f64], v: &[f64], c: f64) {
+    debug_assert_eq!(theta.len(), v.len());
+    for (t, v) in theta.iter_mut().zip(v) {
+        *t += c * v;
+    }
+}
+
+/// Ornstein–Uhlenbeck (O) step: vᵢ ← c·vᵢ + s·ξᵢ.
+#[inline]
+pub fn ou_step(v: &mut [f64], c: f64, s: f64, rng: &mut ChainRng) {
+    for v in v.iter_mut() {
+        *v = c * *v + s * standard_normal(rng);
+    }
+}
+
+/// vᵀv (twice the kinetic energy at unit mass), as the thermostats use it.
+#[inline]
+pub fn kinetic(v: &[f64]) -> f64 {
+    v.iter().map(|v| v * v).sum()
 }
 
 /// Position and cached score estimate, the state every sampler has.
