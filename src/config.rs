@@ -222,6 +222,47 @@ pub enum SamplerConfig {
         #[serde(default)]
         no_momentum_resampling: bool,
     },
+    /// SGNHT (reference §2.4): Euler scheme, one global thermostat.
+    Sgnht {
+        /// η, as for SGHMC.
+        step_size: f64,
+        /// Diffusion a (also the initial thermostat value).
+        #[serde(default = "default_friction")]
+        diffusion: f64,
+        /// Posterior temperature T.
+        #[serde(default = "one")]
+        temperature: f64,
+    },
+    /// BAOAB (reference §2.5): underdamped Langevin splitting.
+    Baoab {
+        /// h, the physical time step.
+        step_size: f64,
+        /// γ, the friction of the O step.
+        friction: f64,
+        /// Posterior temperature T.
+        #[serde(default = "one")]
+        temperature: f64,
+        /// Compatibility: start from v = 0 (SGMCMCJax).
+        #[serde(default)]
+        zero_initial_momentum: bool,
+    },
+    /// BADODAB (reference §2.6): splitting scheme for the SGNHT dynamics.
+    Badodab {
+        /// h, the physical time step.
+        step_size: f64,
+        /// Initial thermostat α₀ = a.
+        #[serde(default = "default_friction")]
+        initial_thermostat: f64,
+        /// Thermal mass μ.
+        #[serde(default = "one")]
+        thermal_mass: f64,
+        /// Noise amplitude σ.
+        #[serde(default = "one")]
+        noise_amplitude: f64,
+        /// Posterior temperature T.
+        #[serde(default = "one")]
+        temperature: f64,
+    },
 }
 
 fn default_decay() -> f64 {

@@ -20,7 +20,8 @@ use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
 use crate::sampler::{
-    Psgld, PsgldSettings, Sampler, SamplerError, Sghmc, SghmcOptions, SghmcSettings, Sgld, StepSize,
+    Badodab, BadodabSettings, Baoab, BaoabSettings, Psgld, PsgldSettings, Sampler, SamplerError,
+    Sghmc, SghmcOptions, SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -266,6 +267,44 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
                 },
             };
             Ok(Box::new(Sghmc::new(*step_size, *inner_steps, settings)?))
+        }
+        SamplerConfig::Sgnht {
+            step_size,
+            diffusion,
+            temperature,
+        } => {
+            let settings = SgnhtSettings {
+                diffusion: *diffusion,
+                temperature: *temperature,
+            };
+            Ok(Box::new(Sgnht::new(*step_size, settings)?))
+        }
+        SamplerConfig::Baoab {
+            step_size,
+            friction,
+            temperature,
+            zero_initial_momentum,
+        } => {
+            let settings = BaoabSettings {
+                temperature: *temperature,
+                zero_initial_momentum: *zero_initial_momentum,
+            };
+            Ok(Box::new(Baoab::new(*step_size, *friction, settings)?))
+        }
+        SamplerConfig::Badodab {
+            step_size,
+            initial_thermostat,
+            thermal_mass,
+            noise_amplitude,
+            temperature,
+        } => {
+            let settings = BadodabSettings {
+                initial_thermostat: *initial_thermostat,
+                thermal_mass: *thermal_mass,
+                noise_amplitude: *noise_amplitude,
+                temperature: *temperature,
+            };
+            Ok(Box::new(Badodab::new(*step_size, settings)?))
         }
     }
 }
@@ -593,7 +632,7 @@ fn resolved_sampler(cfg: &SamplerConfig) -> serde_json::Value {
             v["epsilon"] = serde_json::json!(step_size.or(catalogue_dt.map(|dt| dt / 2.0)));
             v
         }
-        SamplerConfig::Sghmc { .. } => serde_json::to_value(cfg).expect("config serialises"),
+        _ => serde_json::to_value(cfg).expect("config serialises"),
     }
 }
 

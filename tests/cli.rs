@@ -422,11 +422,14 @@ fn update_rate_without_svrg_is_rejected() {
 }
 
 #[test]
-fn psgld_and_sghmc_run_from_the_config() {
+fn every_sampler_runs_from_the_config() {
     for sampler in [
         "[sampler]\nkind = \"psgld\"\nstep_size = 1e-4",
         "[sampler]\nkind = \"psgld\"\ncatalogue_dt = 2e-4\ndecay = 0.9",
         "[sampler]\nkind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3",
+        "[sampler]\nkind = \"sgnht\"\nstep_size = 1e-5",
+        "[sampler]\nkind = \"baoab\"\nstep_size = 1e-3\nfriction = 1.0",
+        "[sampler]\nkind = \"badodab\"\nstep_size = 1e-3\nthermal_mass = 3.0",
     ] {
         let body = GOOD.replace("[sampler]\nkind = \"sgld\"\nstep_size = 1e-4", sampler);
         let dir = setup(NPY_DATA, LOGISTIC, &body);
