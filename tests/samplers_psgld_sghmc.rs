@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{features, mean, normals, pooled_mean_mcse};
+use common::{col, gtm, pooled_mean_mcse, sq_dev};
 use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::GaussianModel;
@@ -65,55 +65,6 @@ where
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     })
-}
-
-/// The Gaussian test model of §2.0 (N × D data, identity likelihood covariance, prior
-/// N(0, τ₀²·I)); coordinate j of the data is N(loc_j, scale_j²). Returns the model, P, the
-/// posterior mean m and the per-coordinate minibatch noise variance V_e for batch size `n`
-/// (without replacement).
-fn gtm(
-    seed: u64,
-    n_data: usize,
-    n: usize,
-    tau0_sq: f64,
-    loc: &[f64],
-    scale: &[f64],
-) -> (GaussianModel, f64, Vec<f64>, Vec<f64>) {
-    let d = loc.len();
-    let z = normals(seed, 0, n_data * d);
-    let x: Vec<f64> = z
-        .iter()
-        .enumerate()
-        .map(|(k, v)| loc[k % d] + scale[k % d] * v)
-        .collect();
-    let cov: Vec<f64> = (0..d * d)
-        .map(|k| f64::from(u8::from(k / d == k % d)))
-        .collect();
-    let model = GaussianModel::new(features(x.clone(), d), &cov, tau0_sq).unwrap();
-    let (nd, nb) = (n_data as f64, n as f64);
-    let p = 1.0 / tau0_sq + nd;
-    let mut m = Vec::new();
-    let mut v_e = Vec::new();
-    for j in 0..d {
-        let col = common::column(&x, d, j);
-        m.push(col.iter().sum::<f64>() / p);
-        let xm = mean(&col);
-        let s2 = col.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
-        v_e.push(nd * nd / nb * (nd - nb) / (nd - 1.0) * s2);
-    }
-    (model, p, m, v_e)
-}
-
-/// Per-chain series of (x_j − c)² from flat records of width `w`.
-fn sq_dev(chains: &[Vec<f64>], w: usize, j: usize, c: f64) -> Vec<Vec<f64>> {
-    chains
-        .iter()
-        .map(|x| x.chunks_exact(w).map(|r| (r[j] - c).powi(2)).collect())
-        .collect()
-}
-
-fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
-    chains.iter().map(|x| common::column(x, w, j)).collect()
 }
 
 /// Assert |m̂ − want| ≤ 4 MCSE (§1.6) and return the z-score.

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{features, mean, normals, pooled_mean_mcse, var};
+use common::{col, gtm, mean, pooled_mean_mcse, sq_dev, var};
 use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::GaussianModel;
@@ -62,51 +62,6 @@ where
     })
 }
 
-/// The Gaussian test model of §2.0 (N × D data with coordinate j ~ N(loc, scale²), identity
-/// likelihood covariance, prior N(0, τ₀²·I)). Returns the model, P, the posterior mean m and
-/// the per-coordinate minibatch noise variance V_e for batch size `n` (without replacement).
-fn gtm(
-    seed: u64,
-    d: usize,
-    n_data: usize,
-    n: usize,
-    tau0_sq: f64,
-    loc: f64,
-    scale: f64,
-) -> (GaussianModel, f64, Vec<f64>, Vec<f64>) {
-    let x: Vec<f64> = normals(seed, 0, n_data * d)
-        .iter()
-        .map(|v| loc + scale * v)
-        .collect();
-    let cov: Vec<f64> = (0..d * d)
-        .map(|k| f64::from(u8::from(k / d == k % d)))
-        .collect();
-    let model = GaussianModel::new(features(x.clone(), d), &cov, tau0_sq).unwrap();
-    let (nd, nb) = (n_data as f64, n as f64);
-    let p = 1.0 / tau0_sq + nd;
-    let (mut m, mut v_e) = (Vec::new(), Vec::new());
-    for j in 0..d {
-        let col = common::column(&x, d, j);
-        m.push(col.iter().sum::<f64>() / p);
-        let xm = mean(&col);
-        let s2 = col.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
-        v_e.push(nd * nd / nb * (nd - nb) / (nd - 1.0) * s2);
-    }
-    (model, p, m, v_e)
-}
-
-/// Per-chain series of (x_j − c)² from flat records of width `w`.
-fn sq_dev(chains: &[Vec<f64>], w: usize, j: usize, c: f64) -> Vec<Vec<f64>> {
-    chains
-        .iter()
-        .map(|x| x.chunks_exact(w).map(|r| (r[j] - c).powi(2)).collect())
-        .collect()
-}
-
-fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
-    chains.iter().map(|x| common::column(x, w, j)).collect()
-}
-
 /// Assert |m̂ − want| ≤ 4 MCSE + `approx` (§1.6; `approx` bounds the error of an approximate
 /// closed form, 0 for exact ones) and return (m̂, MCSE).
 fn check(what: &str, series: &[Vec<f64>], want: f64, approx: f64) -> (f64, f64) {
@@ -135,7 +90,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// exactly, for any discretisation; only rounding separates the two sides.
 #[test]
 fn sgnht_thermostat_identity_is_exact() {
-    let (model, _, m, _) = gtm(61, 3, 100, 10, 10.0, 0.5, 1.5);
+    let (model, _, m, _) = gtm(61, 100, 10, 10.0, &[0.5; 3], &[1.5; 3]);
     for (eta, t) in [(1e-4, 1.0), (3e-4, 1.5)] {
         let settings = SgnhtSettings {
             temperature: t,
@@ -165,7 +120,7 @@ fn sgnht_thermostat_identity_is_exact() {
 #[test]
 fn sgnht_thermostat_equilibrium_on_gtm() {
     let (d, eta, a, t) = (5, 1e-4, 1e-2, 1.0);
-    let (model, p, m, v_e) = gtm(62, d, 200, 20, 10.0, 0.5, 1.5);
+    let (model, p, m, v_e) = gtm(62, 200, 20, 10.0, &vec![0.5; d], &vec![1.5; d]);
     let sigma_g2 = mean(&v_e); // the thermostat sees vᵀv/D: the noise averaged over coordinates
     let want = 1.0 - (1.0 - 2.0 * a - eta * sigma_g2 / t).sqrt();
     let runs = drive(
@@ -249,7 +204,7 @@ fn baoab_samples_gaussian_configurations_exactly() {
 /// through the runner, the positions over 1000 steps are not constant.
 #[test]
 fn thermostat_samplers_do_not_return_constant_samples() {
-    let (model, _, m, _) = gtm(72, 2, 100, 10, 10.0, 0.5, 1.5);
+    let (model, _, m, _) = gtm(72, 100, 10, 10.0, &[0.5; 2], &[1.5; 2]);
     let settings = RunSettings {
         seed: 5,
         chains: 2,
@@ -355,7 +310,7 @@ fn thermostat_samplers_reject_bad_settings() {
 #[test]
 fn badodab_thermostat_identity_is_exact() {
     let d = 3;
-    let (model, _, m, _) = gtm(81, d, 100, 10, 10.0, 0.5, 1.5);
+    let (model, _, m, _) = gtm(81, 100, 10, 10.0, &vec![0.5; d], &vec![1.5; d]);
     for (h, mu, t) in [(0.005, 1.0, 1.0), (0.01, 2.0, 1.5)] {
         let settings = BadodabSettings {
             thermal_mass: mu,
@@ -397,7 +352,7 @@ fn badodab_thermostat_identity_is_exact() {
 #[test]
 fn badodab_thermostat_equilibrium_on_gtm() {
     let (d, h, t, mu, sigma) = (5, 0.005, 1.0, 1.0, 1.0);
-    let (model, _, m, v_e) = gtm(82, d, 200, 20, 10.0, 0.5, 1.5);
+    let (model, _, m, v_e) = gtm(82, 200, 20, 10.0, &vec![0.5; d], &vec![1.5; d]);
     let sigma_g2 = mean(&v_e);
     let want = sigma * sigma / 2.0 + h * sigma_g2 / (2.0 * t);
     let runs = drive(

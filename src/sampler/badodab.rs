@@ -16,8 +16,8 @@
 //! v₀ ~ N(0, T·I). The B, A and O steps are the same helpers BAOAB uses.
 
 use super::{
-    ChainState, Sampler, SamplerError, check_range, check_temperature, drift, kick, kinetic,
-    ou_step, resample_momentum,
+    ChainState, Sampler, SamplerError, check_range, check_step, check_temperature, drift, kick,
+    kinetic, ou_step, resample_momentum,
 };
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -69,9 +69,7 @@ fn ou_variance_factor(alpha: f64, h: f64) -> f64 {
 impl Badodab {
     /// BADODAB with time step h and `settings`.
     pub fn new(h: f64, settings: BadodabSettings) -> Result<Self, SamplerError> {
-        if !(h.is_finite() && h > 0.0) {
-            return Err(SamplerError::BadStepSize(h));
-        }
+        check_step(h)?;
         check_temperature(settings.temperature)?;
         check_range(
             "initial thermostat a",

@@ -13,7 +13,8 @@
 //! [`BaoabSettings::zero_initial_momentum`] (SGMCMCJax).
 
 use super::{
-    ChainState, Sampler, SamplerError, check_temperature, drift, kick, ou_step, resample_momentum,
+    ChainState, Sampler, SamplerError, check_step, check_temperature, drift, kick, ou_step,
+    resample_momentum,
 };
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -53,9 +54,7 @@ pub struct Baoab {
 impl Baoab {
     /// BAOAB with time step h, friction γ > 0 and `settings`.
     pub fn new(h: f64, gamma: f64, settings: BaoabSettings) -> Result<Self, SamplerError> {
-        if !(h.is_finite() && h > 0.0) {
-            return Err(SamplerError::BadStepSize(h));
-        }
+        check_step(h)?;
         let t = check_temperature(settings.temperature)?;
         if !(gamma.is_finite() && gamma > 0.0) {
             return Err(SamplerError::BadParameter {

@@ -96,6 +96,15 @@ impl StepSize {
     }
 }
 
+/// Check a step size (finite, > 0).
+pub(crate) fn check_step(step: f64) -> Result<f64, SamplerError> {
+    if step.is_finite() && step > 0.0 {
+        Ok(step)
+    } else {
+        Err(SamplerError::BadStepSize(step))
+    }
+}
+
 /// Check a temperature T (finite, > 0).
 pub(crate) fn check_temperature(t: f64) -> Result<f64, SamplerError> {
     if t.is_finite() && t > 0.0 {

@@ -13,8 +13,8 @@
 //! every inner step calls the estimator once.
 
 use super::{
-    ChainState, Sampler, SamplerError, check_range, check_temperature, resample_momentum,
-    standard_normal,
+    ChainState, Sampler, SamplerError, check_range, check_step, check_temperature,
+    resample_momentum, standard_normal,
 };
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -78,9 +78,7 @@ impl Sghmc {
         inner_steps: usize,
         settings: SghmcSettings,
     ) -> Result<Self, SamplerError> {
-        if !(eta.is_finite() && eta > 0.0) {
-            return Err(SamplerError::BadStepSize(eta));
-        }
+        check_step(eta)?;
         if inner_steps == 0 {
             return Err(SamplerError::BadParameter {
                 name: "inner steps L",

@@ -10,8 +10,8 @@
 //! At [`Sampler::start`]: α₀ = a and v₀ ~ N(0, η·T·I).
 
 use super::{
-    ChainState, Sampler, SamplerError, check_range, check_temperature, drift, kick, kinetic,
-    ou_step, resample_momentum,
+    ChainState, Sampler, SamplerError, check_range, check_step, check_temperature, drift, kick,
+    kinetic, ou_step, resample_momentum,
 };
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -53,9 +53,7 @@ pub struct Sgnht {
 impl Sgnht {
     /// SGNHT with learning rate η (catalogue dt; η = h², §1.4) and `settings`.
     pub fn new(eta: f64, settings: SgnhtSettings) -> Result<Self, SamplerError> {
-        if !(eta.is_finite() && eta > 0.0) {
-            return Err(SamplerError::BadStepSize(eta));
-        }
+        check_step(eta)?;
         let t = check_temperature(settings.temperature)?;
         let a = check_range(
             "diffusion a",

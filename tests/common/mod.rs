@@ -262,3 +262,52 @@ pub fn section_2_1() -> Section21 {
         eps: 0.5 / p,
     }
 }
+
+/// The Gaussian test model of §2.0 (N × D data, identity likelihood covariance, prior
+/// N(0, τ₀²·I)); coordinate j of the data is N(loc_j, scale_j²). Returns the model, P, the
+/// posterior mean m and the per-coordinate minibatch noise variance V_e for batch size `n`
+/// (without replacement).
+pub fn gtm(
+    seed: u64,
+    n_data: usize,
+    n: usize,
+    tau0_sq: f64,
+    loc: &[f64],
+    scale: &[f64],
+) -> (sgmcmc::model::GaussianModel, f64, Vec<f64>, Vec<f64>) {
+    let d = loc.len();
+    let z = normals(seed, 0, n_data * d);
+    let x: Vec<f64> = z
+        .iter()
+        .enumerate()
+        .map(|(k, v)| loc[k % d] + scale[k % d] * v)
+        .collect();
+    let cov: Vec<f64> = (0..d * d)
+        .map(|k| f64::from(u8::from(k / d == k % d)))
+        .collect();
+    let model = sgmcmc::model::GaussianModel::new(features(x.clone(), d), &cov, tau0_sq).unwrap();
+    let (nd, nb) = (n_data as f64, n as f64);
+    let p = 1.0 / tau0_sq + nd;
+    let mut m = Vec::new();
+    let mut v_e = Vec::new();
+    for j in 0..d {
+        let col = column(&x, d, j);
+        m.push(col.iter().sum::<f64>() / p);
+        let xm = mean(&col);
+        let s2 = col.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / nd;
+        v_e.push(nd * nd / nb * (nd - nb) / (nd - 1.0) * s2);
+    }
+    (model, p, m, v_e)
+}
+
+/// Per-chain series of (x_j − c)² from flat records of width `w`.
+pub fn sq_dev(chains: &[Vec<f64>], w: usize, j: usize, c: f64) -> Vec<Vec<f64>> {
+    chains
+        .iter()
+        .map(|x| x.chunks_exact(w).map(|r| (r[j] - c).powi(2)).collect())
+        .collect()
+}
+
+pub fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
+    chains.iter().map(|x| column(x, w, j)).collect()
+}
