@@ -190,6 +190,7 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     // Validate every setting before creating output.
     pipeline::build_sampler(&cfg.sampler)?;
     pipeline::check_estimator(&cfg.gradient, model.as_ref())?;
+    pipeline::check_sampler_with_estimator(&cfg.sampler, &cfg.gradient, model.as_ref())?;
     pipeline::run_settings(&cfg)?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);

@@ -263,6 +263,39 @@ pub enum SamplerConfig {
         #[serde(default = "one")]
         temperature: f64,
     },
+    /// CCAdL (reference §2.7): SGNHT dynamics with the estimated gradient-noise covariance
+    /// subtracted as friction. Needs minibatches of at least 2 points.
+    Ccadl {
+        /// h, the physical time step.
+        step_size: f64,
+        /// A: noise amplitude √(2A), thermostat target and start (the paper uses 1 or 10).
+        diffusion: f64,
+        /// Posterior temperature T = 1/β.
+        #[serde(default = "one")]
+        temperature: f64,
+        /// `"full"` or `"diagonal"`; default full for D ≤ 200, diagonal above.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covariance: Option<CovarianceConfig>,
+        /// Extension: the (N − n)/N without-replacement factor on the noise covariance.
+        #[serde(default)]
+        finite_population: bool,
+        /// Extension: a constant κ in (0, 1] (exponential moving average) instead of κₜ = 1/t.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kappa: Option<f64>,
+        /// Extension: the exact friction step p ← exp(−hΓ)·p.
+        #[serde(default)]
+        exponential_friction: bool,
+    },
+}
+
+/// CCAdL's covariance estimate: the full matrix or its diagonal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CovarianceConfig {
+    /// The full D × D matrix (O(n·D²) per iteration).
+    Full,
+    /// The diagonal only (O(n·D)).
+    Diagonal,
 }
 
 fn default_decay() -> f64 {

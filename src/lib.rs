@@ -13,6 +13,7 @@ pub mod config;
 pub mod data;
 pub mod diagnostics;
 pub mod estimator;
+pub mod experiments;
 pub mod io;
 pub mod model;
 pub mod optim;

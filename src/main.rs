@@ -1,7 +1,8 @@
-//! The `sgmcmc` command line: `demo`, `run CONFIG`, `bench`.
+//! The `sgmcmc` command line: `demo`, `run CONFIG`, `bench`, `experiment NAME`.
 
 mod bench;
 mod commands;
+mod experiment;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -39,6 +40,11 @@ enum Command {
     },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration.
     Bench(bench::BenchArgs),
+    /// Reproduce a paper's experiment (tables in docs/experiments/).
+    Experiment {
+        #[command(subcommand)]
+        which: experiment::Experiment,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,6 +57,7 @@ fn main() -> ExitCode {
         } => commands::demo(out, iterations, print_config),
         Command::Run { config, out } => commands::run(&config, &out),
         Command::Bench(args) => bench::bench(&args),
+        Command::Experiment { which } => experiment::run(which),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

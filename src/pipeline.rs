@@ -3,8 +3,8 @@
 //! `demo` commands are thin wrappers around [`execute`].
 
 use crate::config::{
-    Config, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword, ModelConfig,
-    NoiseVariance, SamplerConfig,
+    Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
+    ModelConfig, NoiseVariance, SamplerConfig,
 };
 use crate::data::{self, DataError, Dataset};
 use crate::estimator::{
@@ -20,8 +20,9 @@ use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
 use crate::sampler::{
-    Badodab, BadodabSettings, Baoab, BaoabSettings, Psgld, PsgldSettings, Sampler, SamplerError,
-    Sghmc, SghmcOptions, SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
+    Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
+    CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerError, Sghmc, SghmcOptions,
+    SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -306,7 +307,55 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
             };
             Ok(Box::new(Badodab::new(*step_size, settings)?))
         }
+        SamplerConfig::Ccadl {
+            step_size,
+            diffusion,
+            temperature,
+            covariance,
+            finite_population,
+            kappa,
+            exponential_friction,
+        } => {
+            let settings = CcadlSettings {
+                temperature: *temperature,
+                shape: covariance.map(|c| match c {
+                    CovarianceConfig::Full => CovarianceShape::Full,
+                    CovarianceConfig::Diagonal => CovarianceShape::Diagonal,
+                }),
+                options: CcadlOptions {
+                    finite_population: *finite_population,
+                    kappa_constant: *kappa,
+                    exponential_friction: *exponential_friction,
+                },
+                ..CcadlSettings::new(*diffusion)
+            };
+            Ok(Box::new(Ccadl::new(*step_size, settings)?))
+        }
     }
+}
+
+/// Check that the sampler can run with the `[gradient]` table: CCAdL estimates a covariance from
+/// each minibatch, so it needs at least 2 points per batch.
+pub fn check_sampler_with_estimator(
+    sampler: &SamplerConfig,
+    gradient: &GradientConfig,
+    model: &dyn Model,
+) -> Result<(), PipelineError> {
+    if let SamplerConfig::Ccadl { .. } = sampler {
+        let n = match gradient.estimator {
+            EstimatorKind::Full => model.num_data(),
+            _ => gradient
+                .batch_size
+                .to_batch_size()
+                .resolve(model.num_data())?,
+        };
+        if n < 2 && n < model.num_data() {
+            return Err(PipelineError::Other(format!(
+                "[sampler] kind = \"ccadl\" estimates the gradient-noise covariance from each minibatch and needs batch_size >= 2, got {n}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Check the `[gradient]` table against the model without building anything expensive.
@@ -494,6 +543,7 @@ pub fn execute(
     // Validate sampler and estimator settings once, before anything runs.
     build_sampler(&cfg.sampler)?;
     check_estimator(&cfg.gradient, model)?;
+    check_sampler_with_estimator(&cfg.sampler, &cfg.gradient, model)?;
 
     let map_start = std::time::Instant::now();
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))

@@ -430,6 +430,8 @@ fn every_sampler_runs_from_the_config() {
         "[sampler]\nkind = \"sgnht\"\nstep_size = 1e-5",
         "[sampler]\nkind = \"baoab\"\nstep_size = 1e-3\nfriction = 1.0",
         "[sampler]\nkind = \"badodab\"\nstep_size = 1e-3\nthermal_mass = 3.0",
+        "[sampler]\nkind = \"ccadl\"\nstep_size = 1e-3\ndiffusion = 1.0",
+        "[sampler]\nkind = \"ccadl\"\nstep_size = 1e-3\ndiffusion = 10.0\ncovariance = \"diagonal\"\nfinite_population = true\nkappa = 0.1\nexponential_friction = true",
     ] {
         let body = GOOD.replace("[sampler]\nkind = \"sgld\"\nstep_size = 1e-4", sampler);
         let dir = setup(NPY_DATA, LOGISTIC, &body);
@@ -455,4 +457,21 @@ fn every_sampler_runs_from_the_config() {
     );
     let dir = setup(NPY_DATA, LOGISTIC, &body);
     assert_fails_with(dir.path(), &["noise"]);
+    // CCAdL needs A, and at least 2 points per minibatch; κ must be in (0, 1].
+    let ccadl = |extra: &str| {
+        GOOD.replace(
+            "kind = \"sgld\"\nstep_size = 1e-4",
+            &format!("kind = \"ccadl\"\nstep_size = 1e-3{extra}"),
+        )
+    };
+    let dir = setup(NPY_DATA, LOGISTIC, &ccadl(""));
+    assert_fails_with(dir.path(), &["diffusion"]);
+    let dir = setup(
+        NPY_DATA,
+        LOGISTIC,
+        &ccadl("\ndiffusion = 1.0").replace("batch_size = 20", "batch_size = 1"),
+    );
+    assert_fails_with(dir.path(), &["ccadl", "batch_size >= 2"]);
+    let dir = setup(NPY_DATA, LOGISTIC, &ccadl("\ndiffusion = 1.0\nkappa = 1.5"));
+    assert_fails_with(dir.path(), &["kappa", "(0, 1]"]);
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{col, gtm, pooled_mean_mcse, sq_dev};
-use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
+use sgmcmc::estimator::{BatchSize, BatchTerms, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::GaussianModel;
 use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal};
@@ -103,6 +103,16 @@ impl<E: GradientEstimator> GradientEstimator for Counting<E> {
     }
     fn cost_per_estimate(&self) -> usize {
         self.inner.cost_per_estimate()
+    }
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.estimate_with_terms(theta, out, terms, rng)
     }
 }
 

@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{col, gtm, mean, pooled_mean_mcse, sq_dev, var};
-use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
+use common::{check, col, dot, drive, gtm, mean, sq_dev, var};
+use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch};
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::GaussianModel;
 use sgmcmc::rng::chain_stream;
@@ -16,71 +16,6 @@ use sgmcmc::runner::{Budget, Chain, NoProgress, RunError, RunSettings, run};
 use sgmcmc::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Sampler, Sgnht, SgnhtSettings,
 };
-
-// ---------------------------------------------------------------------------------------------
-// Helpers
-// ---------------------------------------------------------------------------------------------
-
-/// Run `chains` chains (one thread each) of `make(c)` from `theta0` on stream c of `seed`:
-/// `burn` iterations discarded, then `n` iterations, after each of which `record` appends
-/// what it wants to the chain's series.
-#[allow(clippy::too_many_arguments)]
-fn drive<S, E>(
-    chains: usize,
-    seed: u64,
-    make: impl Fn(usize) -> (S, E) + Sync,
-    theta0: &[f64],
-    burn: usize,
-    n: usize,
-    record: impl Fn(&S, &mut Vec<f64>) + Sync,
-) -> Vec<Vec<f64>>
-where
-    S: Sampler,
-    E: GradientEstimator,
-{
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..chains)
-            .map(|c| {
-                let (make, record) = (&make, &record);
-                scope.spawn(move || {
-                    let (mut s, mut e) = make(c);
-                    let mut rng = chain_stream(seed, c);
-                    s.start(theta0, &mut e, &mut rng);
-                    for _ in 0..burn {
-                        s.step(&mut e, &mut rng);
-                    }
-                    let mut out = Vec::new();
-                    for _ in 0..n {
-                        s.step(&mut e, &mut rng);
-                        record(&s, &mut out);
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-/// Assert |m̂ − want| ≤ 4 MCSE + `approx` (§1.6; `approx` bounds the error of an approximate
-/// closed form, 0 for exact ones) and return (m̂, MCSE).
-fn check(what: &str, series: &[Vec<f64>], want: f64, approx: f64) -> (f64, f64) {
-    let (m, se) = pooled_mean_mcse(series);
-    eprintln!(
-        "{what}: {m:.6} ± {se:.6} (MCSE) vs closed form {want:.6}, z = {:.2}, allowance {approx:.6}",
-        (m - want) / se
-    );
-    assert!(
-        (m - want).abs() <= 4.0 * se + approx,
-        "{what}: {m} vs closed form {want} (4 MCSE = {}, allowance {approx})",
-        4.0 * se
-    );
-    (m, se)
-}
-
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(a, b)| a * b).sum()
-}
 
 // ---------------------------------------------------------------------------------------------
 // SGNHT (§2.4)

@@ -8,7 +8,10 @@
 //! is flat (§3.2 says they do); dropping them biases the estimate by exactly that difference.
 //! They cost one O(D) prior-gradient call per estimate.
 
-use super::{BatchSize, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler};
+use super::{
+    BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
+    add_weighted_rows,
+};
 use crate::model::{DataIndex, Model, Scratch};
 use crate::rng::ChainRng;
 
@@ -23,6 +26,8 @@ pub struct ControlVariates<'m> {
     centre_lik_score: Vec<f64>,
     subsampler: Subsampler,
     scratch: Scratch,
+    /// Per-datum gradients at the centre (n × D), for `estimate_with_terms`.
+    centre_terms: Vec<f64>,
 }
 
 impl<'m> ControlVariates<'m> {
@@ -55,6 +60,7 @@ impl<'m> ControlVariates<'m> {
             centre_lik_score: vec![0.0; model.dim()],
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
+            centre_terms: Vec::new(),
         })
     }
 
@@ -105,6 +111,47 @@ impl GradientEstimator for ControlVariates<'_> {
     /// 2n: n per-datum gradients at θ and n at θ̂ (reference §5.3).
     fn cost_per_estimate(&self) -> usize {
         2 * self.batch
+    }
+
+    /// Terms tₖ = ∇log p(x_{Sₖ} | θ) − ∇log p(x_{Sₖ} | θ̂), weight N/n; with n = N the whole
+    /// data set is used and the estimate is exact, so no terms are reported.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        let population = self.subsampler.len();
+        if self.batch == population {
+            self.estimate(theta, out, rng);
+            return BatchTerms::EXACT;
+        }
+        let d = theta.len();
+        terms.resize(self.batch * d, 0.0);
+        self.centre_terms.resize(self.batch * d, 0.0);
+        out.copy_from_slice(&self.centre_lik_score);
+        self.model.add_grad_log_prior(theta, out);
+        let batch = self.subsampler.draw(self.batch, rng);
+        self.model
+            .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
+        self.model.grad_log_lik_each(
+            &self.centre,
+            batch,
+            &mut self.centre_terms,
+            &mut self.scratch,
+        );
+        terms
+            .iter_mut()
+            .zip(&self.centre_terms)
+            .for_each(|(t, c)| *t -= c);
+        let weight = population as f64 / self.batch as f64;
+        add_weighted_rows(terms, d, weight, out);
+        BatchTerms {
+            rows: self.batch,
+            weight,
+            population,
+        }
     }
 }
 

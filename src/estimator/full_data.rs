@@ -3,7 +3,7 @@
 //! The data are cut into fixed chunks of [`CHUNK`] rows evaluated in parallel; partial sums are
 //! then added in chunk order, so the result is bit-identical whatever the number of threads.
 
-use super::GradientEstimator;
+use super::{BatchTerms, GradientEstimator};
 use crate::model::{DataIndex, Model, Scratch};
 use crate::rng::ChainRng;
 use rayon::prelude::*;
@@ -107,5 +107,17 @@ impl GradientEstimator for FullBatch<'_> {
 
     fn cost_per_estimate(&self) -> usize {
         self.eval.model.num_data()
+    }
+
+    /// Exact: no random part, no terms.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        _terms: &mut Vec<f64>,
+        _rng: &mut ChainRng,
+    ) -> BatchTerms {
+        self.eval.grad_log_posterior(theta, out);
+        BatchTerms::EXACT
     }
 }

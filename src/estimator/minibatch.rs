@@ -1,7 +1,10 @@
 //! The standard estimator (reference §1.2, §3.1):
 //! ĝ(θ) = ∇log p(θ) + (N/n)·Σ_{i∈S} ∇log p(xᵢ | θ), S uniform without replacement, fresh per call.
 
-use super::{BatchSize, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler};
+use super::{
+    BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
+    add_weighted_rows,
+};
 use crate::model::{Model, Scratch};
 use crate::rng::ChainRng;
 
@@ -52,5 +55,34 @@ impl GradientEstimator for Minibatch<'_> {
 
     fn cost_per_estimate(&self) -> usize {
         self.batch
+    }
+
+    /// Terms tₖ = ∇log p(x_{Sₖ} | θ), weight N/n; with n = N the exact gradient and no terms.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        if let Some(full) = &mut self.full {
+            full.grad_log_posterior(theta, out);
+            return BatchTerms::EXACT;
+        }
+        let d = theta.len();
+        terms.resize(self.batch * d, 0.0);
+        out.fill(0.0);
+        self.model.add_grad_log_prior(theta, out);
+        let population = self.subsampler.len();
+        let weight = population as f64 / self.batch as f64;
+        let batch = self.subsampler.draw(self.batch, rng);
+        self.model
+            .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
+        add_weighted_rows(terms, d, weight, out);
+        BatchTerms {
+            rows: self.batch,
+            weight,
+            population,
+        }
     }
 }

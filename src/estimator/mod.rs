@@ -29,6 +29,69 @@ pub trait GradientEstimator: Send {
     /// Called when a chain (re)starts at `theta`: estimators with state (e.g. an SVRG centre)
     /// re-initialise here. Default: nothing.
     fn restart(&mut self, _theta: &[f64]) {}
+
+    /// [`GradientEstimator::estimate`], also exposing the per-datum terms of the estimate's random
+    /// part, for samplers that estimate the gradient-noise covariance (CCAdL, reference §2.7).
+    ///
+    /// The estimate is ĝ(θ) = c(θ) + w·Σₖ tₖ over a minibatch of n points: row k of `terms`
+    /// (n × D, row-major; the buffer is resized as needed) is tₖ = ∇log p(x_{Sₖ} | θ) for the
+    /// standard estimator and ∇log p(x_{Sₖ} | θ) − ∇log p(x_{Sₖ} | θ̂) for control variates. The
+    /// noise covariance of ĝ is then w²·n·Cov(t) (times (N − n)/(N − 1) without replacement).
+    /// Exact estimates (full data) report no rows.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms;
+}
+
+/// What [`GradientEstimator::estimate_with_terms`] used: `rows` per-datum terms, each weighted by
+/// `weight` in the estimate, from a population of `population` data points.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BatchTerms {
+    /// Number of terms n (0 for an exact estimate).
+    pub rows: usize,
+    /// Weight w of each term (N/n for a uniform minibatch).
+    pub weight: f64,
+    /// Number of data points N the minibatch was drawn from.
+    pub population: usize,
+}
+
+impl BatchTerms {
+    /// No random part: an exact estimate.
+    pub const EXACT: Self = Self {
+        rows: 0,
+        weight: 0.0,
+        population: 0,
+    };
+
+    /// The factor s that turns the covariance of the terms into the noise covariance of the
+    /// estimate: s = w²·n (= N²/n), times (N − n)/N if `finite_population` (the correction for
+    /// a minibatch drawn without replacement when the term covariance is estimated with divisor
+    /// n − 1; CCAdL's `ccadl_finite_population`). 0 for an exact estimate.
+    pub fn noise_scale(&self, finite_population: bool) -> f64 {
+        if self.rows == 0 {
+            return 0.0;
+        }
+        let n = self.rows as f64;
+        let scale = self.weight * self.weight * n;
+        if finite_population && self.population > 0 {
+            scale * (self.population as f64 - n) / self.population as f64
+        } else {
+            scale
+        }
+    }
+}
+
+/// `out += weight · Σ rows` for an `n × d` row-major block (the minibatch sum of per-datum
+/// terms, shared by the estimators' `estimate_with_terms`).
+#[inline]
+pub(crate) fn add_weighted_rows(terms: &[f64], d: usize, weight: f64, out: &mut [f64]) {
+    for row in terms.chunks_exact(d) {
+        out.iter_mut().zip(row).for_each(|(o, r)| *o += weight * r);
+    }
 }
 
 /// How the minibatch size is given: a count, or a fraction of N.

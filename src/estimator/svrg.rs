@@ -1,7 +1,9 @@
 //! SVRG estimator (reference §3.3; Dubey et al. 2016): control variates whose centre θ̂ is moved
 //! to the current θ every r calls, with G = ∇log π(θ̂) recomputed on the full data.
 
-use super::{BatchSize, ControlVariates, EstimatorError, FullDataEvaluator, GradientEstimator};
+use super::{
+    BatchSize, BatchTerms, ControlVariates, EstimatorError, FullDataEvaluator, GradientEstimator,
+};
 use crate::model::Model;
 use crate::rng::ChainRng;
 
@@ -56,6 +58,20 @@ impl<'m> Svrg<'m> {
         self.full_passes
     }
 
+    /// Count the call; on a refresh call move the centre to θ, write G into `out` and return
+    /// true.
+    #[inline]
+    fn refresh_if_due(&mut self, theta: &[f64], out: &mut [f64]) -> bool {
+        let refresh = self.calls.is_multiple_of(self.update_rate);
+        self.calls += 1;
+        if refresh {
+            self.cv.recentre(theta, &mut self.full);
+            self.full_passes += 1;
+            out.copy_from_slice(self.cv.centre_score());
+        }
+        refresh
+    }
+
     /// The current centre θ̂ (zeros before the first call).
     pub fn centre(&self) -> &[f64] {
         self.cv.centre()
@@ -67,15 +83,24 @@ impl GradientEstimator for Svrg<'_> {
     /// itself (bit for bit); otherwise it is the control-variate estimate about the centre.
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
-        let refresh = self.calls.is_multiple_of(self.update_rate);
-        self.calls += 1;
-        if refresh {
-            self.cv.recentre(theta, &mut self.full);
-            self.full_passes += 1;
-            out.copy_from_slice(self.cv.centre_score());
-            return;
+        if !self.refresh_if_due(theta, out) {
+            self.cv.estimate(theta, out, rng);
         }
-        self.cv.estimate(theta, out, rng);
+    }
+
+    /// As [`ControlVariates`]; a refresh call is exact and reports no terms.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        if self.refresh_if_due(theta, out) {
+            BatchTerms::EXACT
+        } else {
+            self.cv.estimate_with_terms(theta, out, terms, rng)
+        }
     }
 
     /// 2n per call (reference §5.3); in addition every r-th call (a refresh) spends one full

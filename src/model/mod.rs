@@ -11,12 +11,14 @@ mod gaussian;
 mod glm;
 mod linear;
 mod logistic;
+mod normal_gamma;
 mod prior;
 
 pub use gaussian::GaussianModel;
 pub use glm::{Family, Glm};
 pub use linear::{LinearRegression, NoiseModel, Normal};
 pub use logistic::{Bernoulli, LogisticRegression};
+pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
 pub use prior::NormalPrior;
 
 use crate::rng::ChainRng;

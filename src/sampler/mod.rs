@@ -9,6 +9,8 @@
 
 mod badodab;
 mod baoab;
+mod ccadl;
+mod noise_covariance;
 mod psgld;
 mod sghmc;
 mod sgld;
@@ -16,6 +18,8 @@ mod sgnht;
 
 pub use badodab::{Badodab, BadodabSettings};
 pub use baoab::{Baoab, BaoabSettings};
+pub use ccadl::{Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, FULL_COVARIANCE_MAX_DIM};
+pub use noise_covariance::{CovarianceShape, NoiseCovariance, SymmetricFunction};
 pub use psgld::{Psgld, PsgldSettings};
 pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;

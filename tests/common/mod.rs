@@ -5,7 +5,9 @@
 use rand::RngExt;
 use sgmcmc::data::{Dataset, Features, Matrix};
 use sgmcmc::diagnostics::mcse_mean;
-use sgmcmc::rng::{ChainRng, fill_standard_normal, stream};
+use sgmcmc::estimator::GradientEstimator;
+use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal, stream};
+use sgmcmc::sampler::Sampler;
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic data (always from a seeded `sgmcmc::rng::stream`).
@@ -310,4 +312,65 @@ pub fn sq_dev(chains: &[Vec<f64>], w: usize, j: usize, c: f64) -> Vec<Vec<f64>> 
 
 pub fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
     chains.iter().map(|x| column(x, w, j)).collect()
+}
+
+/// Run `chains` chains (one thread each) of `make(c)` from `theta0` on stream c of `seed`:
+/// `burn` iterations discarded, then `n` iterations, after each of which `record` appends
+/// what it wants to the chain's series.
+#[allow(clippy::too_many_arguments)]
+pub fn drive<S, E>(
+    chains: usize,
+    seed: u64,
+    make: impl Fn(usize) -> (S, E) + Sync,
+    theta0: &[f64],
+    burn: usize,
+    n: usize,
+    record: impl Fn(&S, &mut Vec<f64>) + Sync,
+) -> Vec<Vec<f64>>
+where
+    S: Sampler,
+    E: GradientEstimator,
+{
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..chains)
+            .map(|c| {
+                let (make, record) = (&make, &record);
+                scope.spawn(move || {
+                    let (mut s, mut e) = make(c);
+                    let mut rng = chain_stream(seed, c);
+                    s.start(theta0, &mut e, &mut rng);
+                    for _ in 0..burn {
+                        s.step(&mut e, &mut rng);
+                    }
+                    let mut out = Vec::new();
+                    for _ in 0..n {
+                        s.step(&mut e, &mut rng);
+                        record(&s, &mut out);
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Assert |m̂ − want| ≤ 4 MCSE + `approx` (§1.6; `approx` bounds the error of an approximate
+/// closed form, 0 for exact ones) and return (m̂, MCSE).
+pub fn check(what: &str, series: &[Vec<f64>], want: f64, approx: f64) -> (f64, f64) {
+    let (m, se) = pooled_mean_mcse(series);
+    eprintln!(
+        "{what}: {m:.6} ± {se:.6} (MCSE) vs closed form {want:.6}, z = {:.2}, allowance {approx:.6}",
+        (m - want) / se
+    );
+    assert!(
+        (m - want).abs() <= 4.0 * se + approx,
+        "{what}: {m} vs closed form {want} (4 MCSE = {}, allowance {approx})",
+        4.0 * se
+    );
+    (m, se)
+}
+
+pub fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
 }

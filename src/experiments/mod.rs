@@ -1,0 +1,4 @@
+//! Reproductions of the papers' experiments, as library functions that the CLI's
+//! `sgmcmc experiment` runs and the tests check (results in `docs/experiments/`).
+
+pub mod normal_gamma;
