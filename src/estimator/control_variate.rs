@@ -90,6 +90,13 @@ impl<'m> ControlVariates<'m> {
     pub fn centre_score(&self) -> &[f64] {
         &self.centre_score
     }
+
+    /// Draw minibatches with replacement (`minibatch_with_replacement`, SGMCMCJax; see
+    /// [`Subsampler::set_with_replacement`]).
+    pub fn with_replacement(mut self, on: bool) -> Self {
+        self.subsampler.set_with_replacement(on);
+        self
+    }
 }
 
 impl GradientEstimator for ControlVariates<'_> {
@@ -97,7 +104,7 @@ impl GradientEstimator for ControlVariates<'_> {
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
         out.copy_from_slice(&self.centre_lik_score);
         self.model.add_grad_log_prior(theta, out);
-        let batch = draw_batch(&mut self.subsampler, self.batch, rng);
+        let batch = self.subsampler.batch(self.batch, rng);
         add_correction(
             self.model,
             theta,
@@ -132,7 +139,7 @@ impl GradientEstimator for ControlVariates<'_> {
         self.centre_terms.resize(self.batch * d, 0.0);
         out.copy_from_slice(&self.centre_lik_score);
         self.model.add_grad_log_prior(theta, out);
-        let batch = self.subsampler.draw(self.batch, rng);
+        let batch = self.subsampler.batch(self.batch, rng);
         self.model
             .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
         self.model.grad_log_lik_each(
@@ -153,6 +160,10 @@ impl GradientEstimator for ControlVariates<'_> {
             population,
         }
     }
+
+    fn reuse_batch(&mut self, on: bool) {
+        self.subsampler.reuse_batch(on);
+    }
 }
 
 /// The dimension check shared by the control-variate estimators.
@@ -172,17 +183,6 @@ fn likelihood_part(model: &dyn Model, centre: &[f64], score: &[f64], lik: &mut [
     lik.fill(0.0);
     model.add_grad_log_prior(centre, lik);
     lik.iter_mut().zip(score).for_each(|(l, s)| *l = s - *l);
-}
-
-/// A fresh uniform minibatch of `n` indices; all indices (in buffer order, no random numbers
-/// drawn) when n = N.
-#[inline]
-fn draw_batch<'a>(subsampler: &'a mut Subsampler, n: usize, rng: &mut ChainRng) -> &'a [DataIndex] {
-    if n == subsampler.len() {
-        subsampler.all()
-    } else {
-        subsampler.draw(n, rng)
-    }
 }
 
 /// `out += (N/n)·[Σ_{i∈batch} ∇log p(xᵢ | θ) − Σ_{i∈batch} ∇log p(xᵢ | θ̂)]`: two weighted

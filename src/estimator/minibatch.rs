@@ -1,5 +1,7 @@
 //! The standard estimator (reference §1.2, §3.1):
-//! ĝ(θ) = ∇log p(θ) + (N/n)·Σ_{i∈S} ∇log p(xᵢ | θ), S uniform without replacement, fresh per call.
+//! ĝ(θ) = ∇log p(θ) + (N/n)·Σ_{i∈S} ∇log p(xᵢ | θ), S uniform without replacement, fresh per call
+//! (with replacement: [`Minibatch::with_replacement`]; one S for several calls:
+//! [`GradientEstimator::reuse_batch`]).
 
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
@@ -37,6 +39,13 @@ impl<'m> Minibatch<'m> {
     pub fn batch_size(&self) -> usize {
         self.batch
     }
+
+    /// Draw minibatches with replacement (`minibatch_with_replacement`, SGMCMCJax; see
+    /// [`Subsampler::set_with_replacement`]): still unbiased, noise covariance (N²/n)·C(θ).
+    pub fn with_replacement(mut self, on: bool) -> Self {
+        self.subsampler.set_with_replacement(on);
+        self
+    }
 }
 
 impl GradientEstimator for Minibatch<'_> {
@@ -48,7 +57,7 @@ impl GradientEstimator for Minibatch<'_> {
         out.fill(0.0);
         self.model.add_grad_log_prior(theta, out);
         let weight = self.subsampler.len() as f64 / self.batch as f64;
-        let batch = self.subsampler.draw(self.batch, rng);
+        let batch = self.subsampler.batch(self.batch, rng);
         self.model
             .add_grad_log_lik(theta, batch, weight, out, &mut self.scratch);
     }
@@ -75,7 +84,7 @@ impl GradientEstimator for Minibatch<'_> {
         self.model.add_grad_log_prior(theta, out);
         let population = self.subsampler.len();
         let weight = population as f64 / self.batch as f64;
-        let batch = self.subsampler.draw(self.batch, rng);
+        let batch = self.subsampler.batch(self.batch, rng);
         self.model
             .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
         add_weighted_rows(terms, d, weight, out);
@@ -84,5 +93,9 @@ impl GradientEstimator for Minibatch<'_> {
             weight,
             population,
         }
+    }
+
+    fn reuse_batch(&mut self, on: bool) {
+        self.subsampler.reuse_batch(on);
     }
 }

@@ -30,6 +30,12 @@ pub trait GradientEstimator: Send {
     /// re-initialise here. Default: nothing.
     fn restart(&mut self, _theta: &[f64]) {}
 
+    /// Share one minibatch across calls (compatibility option `sghmc_shared_minibatch`,
+    /// BlackJAX): while `on`, the first call that needs a minibatch draws a fresh one and later
+    /// calls reuse it; every switch (on or off) discards the held batch. Estimators that draw
+    /// no minibatch ignore it (the default).
+    fn reuse_batch(&mut self, _on: bool) {}
+
     /// [`GradientEstimator::estimate`], also exposing the per-datum terms of the estimate's random
     /// part, for samplers that estimate the gradient-noise covariance (CCAdL, reference §2.7).
     ///

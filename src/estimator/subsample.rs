@@ -1,4 +1,6 @@
-//! Uniform subsets without replacement in O(n) per draw (reference §1.2).
+//! Uniform minibatches in O(n) per draw (reference §1.2): without replacement (the default),
+//! or with replacement (compatibility option `minibatch_with_replacement`), optionally held
+//! and reused across calls (`sghmc_shared_minibatch`).
 
 use crate::model::DataIndex;
 use crate::rng::ChainRng;
@@ -11,10 +13,21 @@ use rand::RngExt;
 /// The swap targets are drawn first and the swaps done in a second pass that prefetches the
 /// permutation entries a few swaps ahead: the same random numbers and the same swaps as the
 /// one-pass loop, but the random reads of the N-entry buffer overlap instead of stalling.
+///
+/// The estimators take their minibatches from [`Subsampler::batch`], which adds two per-call
+/// options on top of [`Subsampler::draw`]: drawing with replacement
+/// ([`Subsampler::set_with_replacement`]) and holding one batch for several calls
+/// ([`Subsampler::reuse_batch`]).
 #[derive(Debug, Clone)]
 pub struct Subsampler {
     perm: Vec<DataIndex>,
+    /// Swap targets of a draw without replacement; the batch itself with replacement.
     targets: Vec<u32>,
+    with_replacement: bool,
+    /// While set, [`Subsampler::batch`] draws once and then returns that batch.
+    reuse: bool,
+    /// A batch is held (valid only while `reuse`).
+    held: bool,
 }
 
 impl Subsampler {
@@ -27,7 +40,75 @@ impl Subsampler {
         Self {
             perm: (0..n_data as u64).map(|i| i as DataIndex).collect(),
             targets: Vec::new(),
+            with_replacement: false,
+            reuse: false,
+            held: false,
         }
+    }
+
+    /// Draw [`Subsampler::batch`]es with replacement (n independent uniform indices, the
+    /// SGMCMCJax scheme, Appendix A `minibatch_with_replacement`) instead of without. The
+    /// estimate stays unbiased; its covariance loses the finite-population factor
+    /// (N − n)/(N − 1): (N²/n)·C(θ) (§1.2). Discards any held batch.
+    pub fn set_with_replacement(&mut self, on: bool) {
+        self.with_replacement = on;
+        self.held = false;
+    }
+
+    /// Whether batches are drawn with replacement.
+    pub fn with_replacement(&self) -> bool {
+        self.with_replacement
+    }
+
+    /// While `on`, [`Subsampler::batch`] draws a fresh batch at its first call and returns
+    /// that same batch at every later call (`sghmc_shared_minibatch`: one minibatch for all L
+    /// inner steps). Every switch, on or off, discards the held batch, so the next window
+    /// starts with a fresh draw.
+    pub fn reuse_batch(&mut self, on: bool) {
+        self.reuse = on;
+        self.held = false;
+    }
+
+    /// The minibatch of an estimate: `n` indices drawn with [`Subsampler::draw`] (without
+    /// replacement) or with replacement, or the held batch while [`Subsampler::reuse_batch`]
+    /// is on. n = N gives every index in buffer order and draws nothing, under either scheme
+    /// (reference §1.2: n = N is the exact gradient). Requires 1 ≤ n ≤ N, and the same n at
+    /// every call of a reuse window.
+    #[inline]
+    pub fn batch(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        debug_assert!(n <= self.perm.len());
+        if n == self.perm.len() {
+            return &self.perm;
+        }
+        if self.reuse {
+            if self.held {
+                return self.held_batch(n);
+            }
+            self.held = true;
+        }
+        if self.with_replacement {
+            self.draw_with_replacement(n, rng)
+        } else {
+            self.draw(n, rng)
+        }
+    }
+
+    /// The batch the last draw returned.
+    fn held_batch(&self, n: usize) -> &[DataIndex] {
+        if self.with_replacement {
+            &self.targets[..n]
+        } else {
+            &self.perm[..n]
+        }
+    }
+
+    /// n independent uniform indices in 0..N (with replacement), in `targets`.
+    fn draw_with_replacement(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        let total = self.perm.len() as u32;
+        self.targets.clear();
+        self.targets
+            .extend((0..n).map(|_| rng.random_range(0..total)));
+        &self.targets
     }
 
     /// Number of data points N.
@@ -40,7 +121,8 @@ impl Subsampler {
         self.perm.is_empty()
     }
 
-    /// A uniform random subset of size `n` (in random order). Requires `n ≤ N`.
+    /// A uniform random subset of size `n` (in random order), without replacement. Requires
+    /// `n ≤ N`. Ignores the options of [`Subsampler::batch`].
     #[inline]
     pub fn draw(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
         const AHEAD: usize = 16;

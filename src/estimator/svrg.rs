@@ -76,6 +76,12 @@ impl<'m> Svrg<'m> {
     pub fn centre(&self) -> &[f64] {
         self.cv.centre()
     }
+
+    /// Draw minibatches with replacement (`minibatch_with_replacement`, SGMCMCJax).
+    pub fn with_replacement(mut self, on: bool) -> Self {
+        self.cv = self.cv.with_replacement(on);
+        self
+    }
 }
 
 impl GradientEstimator for Svrg<'_> {
@@ -112,5 +118,11 @@ impl GradientEstimator for Svrg<'_> {
     /// Reset the call counter: the next call refreshes the centre at its θ.
     fn restart(&mut self, _theta: &[f64]) {
         self.calls = 0;
+    }
+
+    /// As for control variates; refresh calls draw no minibatch, so a reuse window's batch is
+    /// drawn by its first non-refresh call.
+    fn reuse_batch(&mut self, on: bool) {
+        self.cv.reuse_batch(on);
     }
 }
