@@ -188,10 +188,10 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     let data = pipeline::load_data(&cfg.data)?;
     let model = pipeline::build_model(&cfg.model, data)?;
     // Validate every setting before creating output.
-    pipeline::build_sampler(&cfg.sampler)?;
+    let settings = pipeline::run_settings(&cfg)?;
+    pipeline::build_sampler(&cfg.sampler, &settings)?;
     pipeline::check_estimator(&cfg.gradient, model.as_ref())?;
-    pipeline::check_sampler_with_estimator(&cfg.sampler, &cfg.gradient, model.as_ref())?;
-    pipeline::run_settings(&cfg)?;
+    pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model.as_ref())?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);
     install_interrupt_handler();

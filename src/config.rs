@@ -13,8 +13,8 @@ pub struct Config {
     pub data: DataConfig,
     /// The model and its prior.
     pub model: ModelConfig,
-    /// The sampler and its hyperparameters.
-    pub sampler: SamplerConfig,
+    /// The sampler, its hyperparameters and an optional step-size schedule.
+    pub sampler: SamplerTable,
     /// The gradient estimator.
     #[serde(default)]
     pub gradient: GradientConfig,
@@ -163,6 +163,59 @@ impl<'de> Deserialize<'de> for NoiseVariance {
     }
 }
 
+/// The `[sampler]` table: the method (`kind` and its keys) and an optional step-size
+/// `schedule`. Unknown keys are still rejected: every key other than `schedule` goes to the
+/// method, whose variants deny unknown fields (serde cannot combine `deny_unknown_fields` with
+/// `flatten` on this struct itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SamplerTable {
+    /// The sampler and its hyperparameters.
+    #[serde(flatten)]
+    pub method: SamplerConfig,
+    /// Step-size schedule (reference §1.4); none: the constant step of the method.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleConfig>,
+}
+
+/// A step-size schedule as written in `[sampler]`, e.g.
+/// `schedule = { kind = "polynomial", a = 1e-4, b = 10, gamma = 0.55 }` or
+/// `schedule = { kind = "cyclical", cycles = 4 }`. Steps are in the sampler's own units (ε for
+/// SGLD/pSGLD even when `welling_teh_step` or `catalogue_dt` was given, η for SGHMC/SGNHT, h
+/// for BAOAB/BADODAB); t counts iterations from 1, burn-in included.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScheduleConfig {
+    /// εₜ = the sampler's step (the same as no schedule).
+    Constant,
+    /// εₜ = a·(b + t)^(−γ).
+    Polynomial {
+        /// Scale a > 0; default: the sampler's step·(b + 1)^γ, so that the first step is the
+        /// sampler's step. When given, it replaces the sampler's step.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        a: Option<f64>,
+        /// Offset b ≥ 0.
+        #[serde(default)]
+        b: f64,
+        /// Exponent γ ∈ (0, 1].
+        #[serde(default = "default_gamma")]
+        gamma: f64,
+    },
+    /// M cosine cycles over K iterations, each starting at ε₀ = the sampler's step:
+    /// εₜ = (ε₀/2)·(cos(π·((t − 1) mod m)/m) + 1), m = ⌈K/M⌉.
+    Cyclical {
+        /// M ≥ 1.
+        cycles: usize,
+        /// K; default: the run's total iterations (burn-in + iterations). Required with
+        /// `budget_seconds`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        iterations: Option<usize>,
+    },
+}
+
+fn default_gamma() -> f64 {
+    crate::sampler::DEFAULT_GAMMA
+}
+
 /// The sampler.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
@@ -221,6 +274,9 @@ pub enum SamplerConfig {
         /// Compatibility: carry the momentum across iterations.
         #[serde(default)]
         no_momentum_resampling: bool,
+        /// Compatibility: one minibatch for all L inner steps (BlackJAX).
+        #[serde(default)]
+        shared_minibatch: bool,
     },
     /// SGNHT (reference §2.4): Euler scheme, one global thermostat.
     Sgnht {
@@ -245,6 +301,9 @@ pub enum SamplerConfig {
         /// Compatibility: start from v = 0 (SGMCMCJax).
         #[serde(default)]
         zero_initial_momentum: bool,
+        /// Compatibility: O-step noise sd multiplied by τ = T (SGMCMCJax), not its variance.
+        #[serde(default)]
+        noise_std_scaled_by_tau: bool,
     },
     /// BADODAB (reference §2.6): splitting scheme for the SGNHT dynamics.
     Badodab {
@@ -327,6 +386,10 @@ pub struct GradientConfig {
     /// SVRG only: refresh the centre every this many estimates (default ⌈N/n⌉, one epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_rate: Option<usize>,
+    /// Compatibility (`minibatch_with_replacement`, SGMCMCJax): draw minibatches with
+    /// replacement (minibatch, control variates, SVRG); default false.
+    #[serde(default)]
+    pub with_replacement: bool,
 }
 
 impl Default for GradientConfig {
@@ -335,6 +398,7 @@ impl Default for GradientConfig {
             estimator: EstimatorKind::default(),
             batch_size: default_batch(),
             update_rate: None,
+            with_replacement: false,
         }
     }
 }
@@ -622,5 +686,149 @@ impl Config {
         {
             *file = base.join(&*file);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(sampler: &str, gradient: &str) -> Result<Config, ConfigError> {
+        let text = format!(
+            "[data]\nsynthetic = {{ rows = 10, dim = 2 }}\n\n[model]\nkind = \"logistic\"\n\n\
+             [sampler]\n{sampler}\n\n[gradient]\n{gradient}\n"
+        );
+        Config::from_toml(&text, "run.toml")
+    }
+
+    #[test]
+    fn schedules_parse_with_their_defaults() {
+        let cfg = parse(
+            "kind = \"sgld\"\nstep_size = 1e-3\n\
+             schedule = { kind = \"polynomial\", a = 1e-4, b = 10, gamma = 0.6 }",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.sampler.schedule,
+            Some(ScheduleConfig::Polynomial {
+                a: Some(1e-4),
+                b: 10.0,
+                gamma: 0.6
+            })
+        );
+        assert!(matches!(cfg.sampler.method, SamplerConfig::Sgld { .. }));
+        let cfg = parse(
+            "kind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3\n\
+             schedule = { kind = \"polynomial\" }",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.sampler.schedule,
+            Some(ScheduleConfig::Polynomial {
+                a: None,
+                b: 0.0,
+                gamma: 0.55
+            })
+        );
+        // The sub-table form, and a cyclical schedule with and without K.
+        let cfg = parse(
+            "kind = \"baoab\"\nstep_size = 0.1\nfriction = 1.0\n\n\
+             [sampler.schedule]\nkind = \"cyclical\"\ncycles = 4",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.sampler.schedule,
+            Some(ScheduleConfig::Cyclical {
+                cycles: 4,
+                iterations: None
+            })
+        );
+        let cfg = parse(
+            "kind = \"sgld\"\nstep_size = 1e-3\n\
+             schedule = { kind = \"cyclical\", cycles = 2, iterations = 500 }",
+            "",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.sampler.schedule,
+            Some(ScheduleConfig::Cyclical {
+                cycles: 2,
+                iterations: Some(500)
+            })
+        );
+        let cfg = parse(
+            "kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"constant\" }",
+            "",
+        )
+        .unwrap();
+        assert_eq!(cfg.sampler.schedule, Some(ScheduleConfig::Constant));
+        // No schedule, and the round trip through serde keeps the table's shape.
+        let cfg = parse("kind = \"sgld\"\nstep_size = 1e-3", "").unwrap();
+        assert_eq!(cfg.sampler.schedule, None);
+        let back: Config = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
+        assert_eq!(back, cfg);
+    }
+
+    #[test]
+    fn bad_schedules_and_misspelt_keys_are_named() {
+        let err = |sampler: &str| parse(sampler, "").unwrap_err().to_string();
+        let e = err(
+            "kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"polynomial\", gama = 0.5 }",
+        );
+        assert!(e.contains("run.toml:") && e.contains("gama"), "{e}");
+        let e = err("kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"linear\" }");
+        assert!(e.contains("linear") && e.contains("cyclical"), "{e}");
+        let e = err("kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"cyclical\" }");
+        assert!(e.contains("cycles"), "{e}");
+        let e = err(
+            "kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"cyclical\", cycles = -2 }",
+        );
+        assert!(e.contains("-2") || e.contains("cycles"), "{e}");
+        // Unknown keys of the method are still rejected next to a schedule.
+        let e = err("kind = \"sgld\"\nstpe_size = 1e-3\nschedule = { kind = \"constant\" }");
+        assert!(e.contains("stpe_size"), "{e}");
+        let e = err("kind = \"sgld\"\nstep_size = 1e-3\nshedule = { kind = \"constant\" }");
+        assert!(e.contains("shedule"), "{e}");
+    }
+
+    #[test]
+    fn compatibility_switches_parse() {
+        let cfg = parse(
+            "kind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3\nshared_minibatch = true",
+            "with_replacement = true",
+        )
+        .unwrap();
+        assert!(cfg.gradient.with_replacement);
+        assert!(matches!(
+            cfg.sampler.method,
+            SamplerConfig::Sghmc {
+                shared_minibatch: true,
+                ..
+            }
+        ));
+        let cfg = parse(
+            "kind = \"baoab\"\nstep_size = 0.1\nfriction = 1.0\nnoise_std_scaled_by_tau = true",
+            "",
+        )
+        .unwrap();
+        assert!(matches!(
+            cfg.sampler.method,
+            SamplerConfig::Baoab {
+                noise_std_scaled_by_tau: true,
+                ..
+            }
+        ));
+        assert!(!cfg.gradient.with_replacement);
+        // Each switch belongs to its own sampler.
+        let e = parse(
+            "kind = \"sgld\"\nstep_size = 1e-3\nshared_minibatch = true",
+            "",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("shared_minibatch"), "{e}");
     }
 }

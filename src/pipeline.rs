@@ -4,7 +4,7 @@
 
 use crate::config::{
     Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    ModelConfig, NoiseVariance, SamplerConfig,
+    ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig,
 };
 use crate::data::{self, DataError, Dataset};
 use crate::estimator::{
@@ -21,8 +21,8 @@ use crate::optim::{MapError, MapResult, find_map};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
 use crate::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
-    CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerError, Sghmc, SghmcOptions,
-    SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
+    CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerError, Scheduled, Sghmc, SghmcOptions,
+    SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSchedule, StepSize,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -198,8 +198,62 @@ pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, P
     })
 }
 
-/// A fresh sampler as the `[sampler]` table describes.
-pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
+/// A fresh sampler for one chain as the `[sampler]` table describes: the method, wrapped in
+/// [`Scheduled`] when the table has a `schedule` (resolved by [`resolve_schedule`] against the
+/// run `settings`).
+pub fn build_sampler(
+    cfg: &SamplerTable,
+    settings: &RunSettings,
+) -> Result<Box<dyn Sampler>, PipelineError> {
+    let sampler = build_method(&cfg.method)?;
+    match resolve_schedule(cfg, sampler.step_size(), settings)? {
+        None => Ok(sampler),
+        Some(schedule) => Ok(Box::new(Scheduled::new(sampler, schedule)?)),
+    }
+}
+
+/// The `schedule` of the `[sampler]` table with its defaults filled in, or `None` without one.
+/// `step` is the method's step in its own units ([`Sampler::step_size`]): the constant step,
+/// the cyclical ε₀, and the polynomial a = step·(b + 1)^γ when `a` is not given. A cyclical
+/// schedule without `iterations` covers the run's total iterations K = burn-in + iterations; a
+/// wall-clock budget has no K, which is an error naming the fix.
+pub fn resolve_schedule(
+    cfg: &SamplerTable,
+    step: f64,
+    settings: &RunSettings,
+) -> Result<Option<StepSchedule>, PipelineError> {
+    let Some(schedule) = cfg.schedule else {
+        return Ok(None);
+    };
+    let resolved = match schedule {
+        ScheduleConfig::Constant => StepSchedule::constant(step),
+        ScheduleConfig::Polynomial { a, b, gamma } => {
+            let a = a.unwrap_or_else(|| step * (b + 1.0).powf(gamma));
+            StepSchedule::polynomial(a, b, gamma)
+        }
+        ScheduleConfig::Cyclical { cycles, iterations } => {
+            let k = match (iterations, settings.budget) {
+                (Some(k), _) => k,
+                (None, Budget::Iterations(n)) => settings.burn_in + n,
+                (None, Budget::WallClock(_)) => {
+                    return Err(PipelineError::Other(
+                        "[sampler] schedule: a cyclical schedule needs the total iterations K, \
+                         which a wall-clock budget (`budget_seconds`) does not fix; give \
+                         `iterations` in the schedule"
+                            .into(),
+                    ));
+                }
+            };
+            StepSchedule::cyclical(step, cycles, k)
+        }
+    };
+    resolved
+        .map(Some)
+        .map_err(|e| PipelineError::Other(format!("[sampler] schedule: {e}")))
+}
+
+/// A fresh sampler as the method part of the `[sampler]` table describes (no schedule).
+fn build_method(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
     let one_of = |a: Option<f64>,
                   b: Option<f64>,
                   names: &str|
@@ -257,6 +311,7 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
             temperature,
             gradient_before_position_update,
             no_momentum_resampling,
+            shared_minibatch,
         } => {
             let settings = SghmcSettings {
                 friction: *friction,
@@ -265,6 +320,7 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
                 options: SghmcOptions {
                     gradient_before_position_update: *gradient_before_position_update,
                     no_momentum_resampling: *no_momentum_resampling,
+                    shared_minibatch: *shared_minibatch,
                 },
             };
             Ok(Box::new(Sghmc::new(*step_size, *inner_steps, settings)?))
@@ -285,10 +341,12 @@ pub fn build_sampler(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineEr
             friction,
             temperature,
             zero_initial_momentum,
+            noise_std_scaled_by_tau,
         } => {
             let settings = BaoabSettings {
                 temperature: *temperature,
                 zero_initial_momentum: *zero_initial_momentum,
+                noise_std_scaled_by_tau: *noise_std_scaled_by_tau,
             };
             Ok(Box::new(Baoab::new(*step_size, *friction, settings)?))
         }
@@ -361,6 +419,12 @@ pub fn check_sampler_with_estimator(
 /// Check the `[gradient]` table against the model without building anything expensive.
 pub fn check_estimator(cfg: &GradientConfig, model: &dyn Model) -> Result<(), PipelineError> {
     cfg.batch_size.to_batch_size().resolve(model.num_data())?;
+    if cfg.with_replacement && cfg.estimator == EstimatorKind::Full {
+        return Err(PipelineError::Other(
+            "[gradient] `with_replacement` applies to minibatch estimators, not estimator = \"full\""
+                .into(),
+        ));
+    }
     match (cfg.estimator, cfg.update_rate) {
         (EstimatorKind::Svrg, Some(0)) => Err(EstimatorError::BadUpdateRate(0).into()),
         (EstimatorKind::Svrg, _) | (_, None) => Ok(()),
@@ -383,17 +447,22 @@ pub fn build_estimator<'m>(
     centre: Option<&[f64]>,
 ) -> Result<Box<dyn GradientEstimator + 'm>, PipelineError> {
     let batch = cfg.batch_size.to_batch_size();
+    let replace = cfg.with_replacement;
     Ok(match cfg.estimator {
-        EstimatorKind::Minibatch => Box::new(Minibatch::new(model, batch)?),
+        EstimatorKind::Minibatch => {
+            Box::new(Minibatch::new(model, batch)?.with_replacement(replace))
+        }
         EstimatorKind::ControlVariates => {
             let centre = centre.ok_or_else(|| {
                 PipelineError::Other(
                     "control variates need a centre (the MAP); none was computed".into(),
                 )
             })?;
-            Box::new(ControlVariates::new(model, batch, centre)?)
+            Box::new(ControlVariates::new(model, batch, centre)?.with_replacement(replace))
         }
-        EstimatorKind::Svrg => Box::new(Svrg::new(model, batch, cfg.update_rate)?),
+        EstimatorKind::Svrg => {
+            Box::new(Svrg::new(model, batch, cfg.update_rate)?.with_replacement(replace))
+        }
         EstimatorKind::Full => Box::new(FullBatch::new(model)),
     })
 }
@@ -541,9 +610,9 @@ pub fn execute(
     let settings = run_settings(cfg)?;
     let dim = model.dim();
     // Validate sampler and estimator settings once, before anything runs.
-    build_sampler(&cfg.sampler)?;
+    build_sampler(&cfg.sampler, &settings)?;
     check_estimator(&cfg.gradient, model)?;
-    check_sampler_with_estimator(&cfg.sampler, &cfg.gradient, model)?;
+    check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
 
     let map_start = std::time::Instant::now();
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
@@ -613,7 +682,7 @@ pub fn execute(
             _ => inits[c].clone(),
         };
         Ok(Chain {
-            sampler: build_sampler(&cfg.sampler).map_err(setup)?,
+            sampler: build_sampler(&cfg.sampler, &settings).map_err(setup)?,
             estimator: build_estimator(&cfg.gradient, model, centre).map_err(setup)?,
             init,
         })
@@ -656,14 +725,33 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
             _ => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),
-        "sampler": resolved_sampler(&cfg.sampler),
+        "sampler": resolved_sampler(cfg),
     });
     v["settings"] = resolved;
     v
 }
 
-/// The sampler's parameters in the library's conventions (e.g. SGLD's ε whichever form was given).
-fn resolved_sampler(cfg: &SamplerConfig) -> serde_json::Value {
+/// The sampler's parameters in the library's conventions (e.g. SGLD's ε whichever form was
+/// given), with the schedule resolved (`schedule`: every parameter filled in, e.g. the cyclical
+/// ε₀, K and cycle length m).
+fn resolved_sampler(cfg: &Config) -> serde_json::Value {
+    let mut v = resolved_method(&cfg.sampler.method);
+    let schedule = build_method(&cfg.sampler.method).ok().and_then(|s| {
+        let settings = run_settings(cfg).ok()?;
+        resolve_schedule(&cfg.sampler, s.step_size(), &settings).ok()?
+    });
+    if let Some(schedule) = schedule {
+        let mut sv = serde_json::to_value(schedule).expect("schedule serialises");
+        if let Some(m) = schedule.cycle_length() {
+            sv["cycle_length"] = serde_json::json!(m);
+        }
+        v["schedule"] = sv;
+    }
+    v
+}
+
+/// The method's parameters in the library's conventions.
+fn resolved_method(cfg: &SamplerConfig) -> serde_json::Value {
     match cfg {
         SamplerConfig::Sgld {
             step_size,
@@ -693,4 +781,113 @@ pub fn write_summary(dir: &Path, summary: &serde_json::Value) -> Result<PathBuf,
     std::fs::write(&path, text)
         .map_err(|e| PipelineError::Other(format!("{}: cannot write: {e}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(sampler: &str) -> SamplerTable {
+        let text = format!(
+            "[data]\nsynthetic = {{ rows = 10, dim = 2 }}\n[model]\nkind = \"logistic\"\n\
+             [sampler]\n{sampler}\n"
+        );
+        Config::from_toml(&text, "run.toml").unwrap().sampler
+    }
+
+    fn settings(budget: Budget, burn_in: usize) -> RunSettings {
+        RunSettings {
+            seed: 0,
+            chains: 1,
+            budget,
+            burn_in,
+            thin: 1,
+        }
+    }
+
+    fn err(sampler: &str, budget: Budget) -> String {
+        match build_sampler(&table(sampler), &settings(budget, 0)) {
+            Ok(_) => panic!("{sampler}: expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn schedules_resolve_against_the_sampler_and_the_run() {
+        let run = settings(Budget::Iterations(900), 100);
+        // SGLD given as Welling–Teh h: the schedule is in ε = h/2.
+        let t = table(
+            "kind = \"sgld\"\nwelling_teh_step = 2e-3\nschedule = { kind = \"cyclical\", cycles = 4 }",
+        );
+        let s = resolve_schedule(&t, 1e-3, &run).unwrap().unwrap();
+        assert_eq!(s, StepSchedule::cyclical(1e-3, 4, 1000).unwrap());
+        assert_eq!(s.cycle_length(), Some(250));
+        let sampler = build_sampler(&t, &run).unwrap();
+        assert_eq!(sampler.step_size(), 1e-3);
+        // An explicit K also works with a wall-clock budget.
+        let t = table(
+            "kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"cyclical\", cycles = 4, iterations = 40 }",
+        );
+        let wall = settings(Budget::WallClock(Duration::from_secs(1)), 0);
+        let s = resolve_schedule(&t, 1e-3, &wall).unwrap().unwrap();
+        assert_eq!(s.cycle_length(), Some(10));
+        // Polynomial without `a`: the first step is the sampler's step.
+        let t = table(
+            "kind = \"sgnht\"\nstep_size = 1e-5\nschedule = { kind = \"polynomial\", b = 10 }",
+        );
+        let s = resolve_schedule(&t, 1e-5, &run).unwrap().unwrap();
+        assert!((s.at(1) - 1e-5).abs() < 1e-20, "{}", s.at(1));
+        assert!(s.at(2) < s.at(1));
+        // Constant and none.
+        let t = table("kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"constant\" }");
+        let s = resolve_schedule(&t, 1e-3, &run).unwrap().unwrap();
+        assert_eq!(s, StepSchedule::Constant { step: 1e-3 });
+        let t = table("kind = \"sgld\"\nstep_size = 1e-3");
+        assert_eq!(resolve_schedule(&t, 1e-3, &run).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_schedule_values_are_clear_errors() {
+        let iters = Budget::Iterations(100);
+        let base = "kind = \"sgld\"\nstep_size = 1e-3\n";
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"polynomial\", a = -1e-4 }}"),
+            iters,
+        );
+        assert!(
+            e.contains("[sampler] schedule") && e.contains("a = -0.0001"),
+            "{e}"
+        );
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"polynomial\", a = 1e-4, gamma = 1.5 }}"),
+            iters,
+        );
+        assert!(e.contains("γ = 1.5") && e.contains("(0, 1]"), "{e}");
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"polynomial\", b = -3 }}"),
+            iters,
+        );
+        assert!(e.contains("b = -3"), "{e}");
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"cyclical\", cycles = 0 }}"),
+            iters,
+        );
+        assert!(e.contains("cycles M = 0"), "{e}");
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"cyclical\", cycles = 101 }}"),
+            iters,
+        );
+        assert!(
+            e.contains("cycles M = 101") && e.contains("iterations K"),
+            "{e}"
+        );
+        let e = err(
+            &format!("{base}schedule = {{ kind = \"cyclical\", cycles = 4 }}"),
+            Budget::WallClock(Duration::from_secs(5)),
+        );
+        assert!(
+            e.contains("budget_seconds") && e.contains("`iterations`"),
+            "{e}"
+        );
+    }
 }

@@ -439,6 +439,7 @@ fn sghmc(eta: f64, l: usize, alpha: f64, beta: f64, options: SghmcOptions) -> Sg
 const NO_RESAMPLING: SghmcOptions = SghmcOptions {
     gradient_before_position_update: false,
     no_momentum_resampling: true,
+    shared_minibatch: false,
 };
 
 /// (a) §2.3 test 1 with exact gradients on N(0, 1): P = 1, η = 0.01, α = 0.1, L = 1, no
@@ -564,7 +565,7 @@ fn sghmc_stability_regression() {
             |_c, _rng| {
                 let options = SghmcOptions {
                     gradient_before_position_update: compat,
-                    no_momentum_resampling: true,
+                    ..NO_RESAMPLING
                 };
                 Ok::<_, RunError>(Chain {
                     sampler: Box::new(sghmc(eta, 1, alpha, 0.0, options)),
@@ -600,7 +601,7 @@ fn sghmc_calls_the_estimator_at_every_inner_step() {
         SghmcOptions::default(),
         SghmcOptions {
             gradient_before_position_update: true,
-            no_momentum_resampling: false,
+            ..SghmcOptions::default()
         },
         NO_RESAMPLING,
     ] {

@@ -99,11 +99,6 @@ impl Badodab {
         })
     }
 
-    /// h.
-    pub fn step_size(&self) -> f64 {
-        self.h
-    }
-
     /// The settings in use.
     pub fn settings(&self) -> &BadodabSettings {
         &self.settings
@@ -162,6 +157,17 @@ impl Sampler for Badodab {
 
     fn score(&self) -> &[f64] {
         &self.state.grad
+    }
+
+    /// h.
+    fn step_size(&self) -> f64 {
+        self.h
+    }
+
+    /// h ← `step` (the O-step coefficients are computed from h and α every iteration).
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.h = check_step(step)?;
+        Ok(())
     }
 }
 

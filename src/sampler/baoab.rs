@@ -4,7 +4,8 @@
 //!
 //! 1. B: v ← v + (h/2)·gₜ (cached);
 //! 2. A: θ ← θ + (h/2)·v;
-//! 3. O: v ← c·v + √(T(1 − c²))·ξ;
+//! 3. O: v ← c·v + √(T(1 − c²))·ξ (or T·√(1 − c²)·ξ with
+//!    [`BaoabSettings::noise_std_scaled_by_tau`]);
 //! 4. A: θ ← θ + (h/2)·v;
 //! 5. compute and cache gₜ₊₁;
 //! 6. B: v ← v + (h/2)·gₜ₊₁.
@@ -26,6 +27,12 @@ pub struct BaoabSettings {
     pub temperature: f64,
     /// `zero_initial_momentum`: start from v₀ = 0 (SGMCMCJax) instead of v₀ ~ N(0, T·I); off.
     pub zero_initial_momentum: bool,
+    /// `baoab_noise_std_scaled_by_tau` (reference §2.5, Appendix A): the SGMCMCJax O step
+    /// v ← c·v + τ·√(1 − c²)·ξ, which multiplies the noise **sd** by τ = T (variance
+    /// τ²(1 − c²)) where the catalogue multiplies the variance. Its stationary velocity variance
+    /// is τ², so it samples π^{1/τ²} (on N(0, s²): position variance τ²·s², not τ·s²). The
+    /// two agree, bit for bit, at τ = 1. v₀ is unchanged (N(0, T·I)). Off.
+    pub noise_std_scaled_by_tau: bool,
 }
 
 impl Default for BaoabSettings {
@@ -33,6 +40,7 @@ impl Default for BaoabSettings {
         Self {
             temperature: 1.0,
             zero_initial_momentum: false,
+            noise_std_scaled_by_tau: false,
         }
     }
 }
@@ -45,7 +53,7 @@ pub struct Baoab {
     settings: BaoabSettings,
     /// c = e^{−γh}.
     c: f64,
-    /// √(T(1 − c²)).
+    /// √(T(1 − c²)) (catalogue) or T·√(1 − c²) (`noise_std_scaled_by_tau`).
     o_sd: f64,
     v: Vec<f64>,
     state: ChainState,
@@ -55,7 +63,7 @@ impl Baoab {
     /// BAOAB with time step h, friction γ > 0 and `settings`.
     pub fn new(h: f64, gamma: f64, settings: BaoabSettings) -> Result<Self, SamplerError> {
         check_step(h)?;
-        let t = check_temperature(settings.temperature)?;
+        check_temperature(settings.temperature)?;
         if !(gamma.is_finite() && gamma > 0.0) {
             return Err(SamplerError::BadParameter {
                 name: "friction γ",
@@ -63,21 +71,17 @@ impl Baoab {
                 requirement: "must be finite and > 0",
             });
         }
-        let c = (-gamma * h).exp();
-        Ok(Self {
-            h,
+        let mut baoab = Self {
+            h: 0.0,
             gamma,
             settings,
-            c,
-            o_sd: (t * (1.0 - c * c)).sqrt(),
+            c: 0.0,
+            o_sd: 0.0,
             v: Vec::new(),
             state: ChainState::default(),
-        })
-    }
-
-    /// h.
-    pub fn step_size(&self) -> f64 {
-        self.h
+        };
+        baoab.set_step_size(h)?;
+        Ok(baoab)
     }
 
     /// γ.
@@ -127,5 +131,23 @@ impl Sampler for Baoab {
 
     fn score(&self) -> &[f64] {
         &self.state.grad
+    }
+
+    /// h.
+    fn step_size(&self) -> f64 {
+        self.h
+    }
+
+    /// h ← `step`; recomputes c = e^{−γh} and the O-step noise sd.
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.h = check_step(step)?;
+        self.c = (-self.gamma * self.h).exp();
+        let (t, c) = (self.settings.temperature, self.c);
+        self.o_sd = if self.settings.noise_std_scaled_by_tau {
+            t * (1.0 - c * c).sqrt()
+        } else {
+            (t * (1.0 - c * c)).sqrt()
+        };
+        Ok(())
     }
 }

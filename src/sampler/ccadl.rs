@@ -133,11 +133,6 @@ impl Ccadl {
         })
     }
 
-    /// h.
-    pub fn h(&self) -> f64 {
-        self.h
-    }
-
     /// The settings in use.
     pub fn settings(&self) -> &CcadlSettings {
         &self.settings
@@ -300,6 +295,16 @@ impl Sampler for Ccadl {
         drift(&mut self.state.theta, &self.p, h);
         // 4. ĝ, terms and Î at the new θ.
         self.refresh(estimator, rng);
+    }
+
+    fn step_size(&self) -> f64 {
+        self.h
+    }
+
+    /// h ← `step` (every h-dependent factor is computed per iteration); p, ξ and Î are kept.
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.h = check_step(step)?;
+        Ok(())
     }
 
     fn position(&self) -> &[f64] {

@@ -12,6 +12,7 @@ mod baoab;
 mod ccadl;
 mod noise_covariance;
 mod psgld;
+mod schedule;
 mod sghmc;
 mod sgld;
 mod sgnht;
@@ -21,6 +22,7 @@ pub use baoab::{Baoab, BaoabSettings};
 pub use ccadl::{Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, FULL_COVARIANCE_MAX_DIM};
 pub use noise_covariance::{CovarianceShape, NoiseCovariance, SymmetricFunction};
 pub use psgld::{Psgld, PsgldSettings};
+pub use schedule::{DEFAULT_GAMMA, Scheduled, StepSchedule};
 pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;
 pub use sgnht::{Sgnht, SgnhtSettings};
@@ -51,6 +53,55 @@ pub trait Sampler: Send {
     /// Score estimates one iteration uses (L for SGHMC; 1 for most schemes).
     fn estimates_per_step(&self) -> usize {
         1
+    }
+
+    /// The step the next iteration uses, in the sampler's own units (reference §1.4): ε for
+    /// SGLD/pSGLD (the catalogue convention, whichever form the constructor was given), η for
+    /// SGHMC/SGNHT, h for BAOAB/BADODAB.
+    fn step_size(&self) -> f64;
+
+    /// Use `step` (same units as [`Sampler::step_size`]) from the next iteration on. Every
+    /// constant derived from the step (noise sds, O-step coefficients) is recomputed exactly as
+    /// the constructor computes it, so a sampler built with step s and one switched to s give
+    /// bit-identical chains; no allocation, so a schedule can call it every iteration
+    /// ([`Scheduled`]). Errors (and changes nothing) unless `step` is finite and > 0.
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError>;
+}
+
+/// A boxed sampler is a sampler (so [`Scheduled`] can wrap a `Box<dyn Sampler>`).
+impl<S: Sampler + ?Sized> Sampler for Box<S> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        (**self).start(theta0, estimator, rng);
+    }
+
+    #[inline]
+    fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        (**self).step(estimator, rng);
+    }
+
+    fn position(&self) -> &[f64] {
+        (**self).position()
+    }
+
+    fn score(&self) -> &[f64] {
+        (**self).score()
+    }
+
+    fn estimates_per_step(&self) -> usize {
+        (**self).estimates_per_step()
+    }
+
+    fn step_size(&self) -> f64 {
+        (**self).step_size()
+    }
+
+    #[inline]
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        (**self).set_step_size(step)
     }
 }
 

@@ -11,7 +11,9 @@
 //! √(dt·G)⊙ξ: use [`Psgld::from_catalogue_dt`] (ε = dt/2) to reproduce them. As in the
 //! reference code, V starts at 0 with no bias correction, so the first steps have large G.
 
-use super::{ChainState, Sampler, SamplerError, StepSize, check_range, check_temperature};
+use super::{
+    ChainState, Sampler, SamplerError, StepSize, check_range, check_step, check_temperature,
+};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 
@@ -60,7 +62,7 @@ impl Psgld {
     /// ε = h/2) and `settings`.
     pub fn new(step: StepSize, settings: PsgldSettings) -> Result<Self, SamplerError> {
         let epsilon = step.epsilon()?;
-        let t = check_temperature(settings.temperature)?;
+        check_temperature(settings.temperature)?;
         check_range("decay ρ", settings.decay, 0.0, 1.0, "must be in [0, 1]")?;
         check_range(
             "stabiliser λ",
@@ -69,14 +71,16 @@ impl Psgld {
             f64::MAX,
             "must be finite and > 0",
         )?;
-        Ok(Self {
-            epsilon,
-            two_eps_t: 2.0 * epsilon * t,
+        let mut psgld = Self {
+            epsilon: 0.0,
+            two_eps_t: 0.0,
             settings,
             v: Vec::new(),
             iteration: 0,
             state: ChainState::default(),
-        })
+        };
+        psgld.set_step_size(epsilon)?;
+        Ok(psgld)
     }
 
     /// The catalogue/SGMCMCJax pSGLD with step `dt` (reference §2.2, Appendix A
@@ -150,5 +154,17 @@ impl Sampler for Psgld {
 
     fn score(&self) -> &[f64] {
         &self.state.grad
+    }
+
+    /// ε (library convention; a catalogue dt was converted to ε = dt/2).
+    fn step_size(&self) -> f64 {
+        self.epsilon
+    }
+
+    /// ε ← `step` (library convention); recomputes 2εT. V and the iteration count are kept.
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.epsilon = check_step(step)?;
+        self.two_eps_t = 2.0 * self.epsilon * self.settings.temperature;
+        Ok(())
     }
 }

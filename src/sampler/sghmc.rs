@@ -2,15 +2,14 @@
 //! (η = h², α = h·A, v = h·p, β̂ = h·B̂). One outer iteration produces one sample:
 //!
 //! 1. resample v ~ N(0, η·T·I);
-//! 2. L times: θ ← θ + v; g ← ĝ(θ) (a fresh estimate every inner step);
+//! 2. L times: θ ← θ + v; g ← ĝ(θ) (a fresh minibatch every inner step, or one per outer
+//!    iteration with [`SghmcOptions::shared_minibatch`]);
 //!    v ← v + η·g − α·v + √(2(α − β̂)ηT)·ξ;
 //! 3. emit θ and the last g.
 //!
 //! The default order evaluates the gradient at the updated position (Chen et al., Algorithm 2:
 //! symplectic Euler with friction, stable for 0 < ηλ < 4 − 2α on a Gaussian direction of
 //! precision λ). [`SghmcOptions`] restores the reference codes' variants (Appendix A).
-//! `sghmc_shared_minibatch` (BlackJAX: one minibatch for all L inner steps) is not provided:
-//! every inner step calls the estimator once.
 
 use super::{
     ChainState, Sampler, SamplerError, check_range, check_step, check_temperature,
@@ -29,6 +28,11 @@ pub struct SghmcOptions {
     /// `sghmc_no_momentum_resampling`: carry v across outer iterations (the posteriors library
     /// with L = 1); v is drawn from N(0, η·T·I) once, at start.
     pub no_momentum_resampling: bool,
+    /// `sghmc_shared_minibatch` (BlackJAX): the L estimates of one outer iteration share one
+    /// minibatch, drawn fresh at the iteration's first estimate
+    /// ([`GradientEstimator::reuse_batch`]). Still L estimates (and L·n per-datum gradients)
+    /// per iteration, but only one minibatch draw.
+    pub shared_minibatch: bool,
 }
 
 /// SGHMC hyperparameters other than η and L (defaults: reference §2.3, MAMBA App. D.1).
@@ -86,7 +90,7 @@ impl Sghmc {
                 requirement: "must be at least 1",
             });
         }
-        let t = check_temperature(settings.temperature)?;
+        check_temperature(settings.temperature)?;
         let alpha = check_range(
             "friction α",
             settings.friction,
@@ -108,15 +112,17 @@ impl Sghmc {
                 requirement: "must exceed the noise estimate β̂",
             });
         }
-        Ok(Self {
-            eta,
+        let mut sghmc = Self {
+            eta: 0.0,
             inner_steps,
             settings,
-            momentum_sd: (eta * t).sqrt(),
-            noise_sd: (2.0 * (alpha - beta) * eta * t).sqrt(),
+            momentum_sd: 0.0,
+            noise_sd: 0.0,
             v: Vec::new(),
             state: ChainState::default(),
-        })
+        };
+        sghmc.set_step_size(eta)?;
+        Ok(sghmc)
     }
 
     /// η.
@@ -160,6 +166,9 @@ impl Sampler for Sghmc {
         if !opts.no_momentum_resampling {
             resample_momentum(&mut self.v, self.momentum_sd, rng);
         }
+        if opts.shared_minibatch {
+            estimator.reuse_batch(true);
+        }
         let state = &mut self.state;
         for _ in 0..self.inner_steps {
             if opts.gradient_before_position_update {
@@ -179,6 +188,9 @@ impl Sampler for Sghmc {
                 }
             }
         }
+        if opts.shared_minibatch {
+            estimator.reuse_batch(false);
+        }
     }
 
     fn position(&self) -> &[f64] {
@@ -191,5 +203,25 @@ impl Sampler for Sghmc {
 
     fn estimates_per_step(&self) -> usize {
         self.inner_steps
+    }
+
+    /// η.
+    fn step_size(&self) -> f64 {
+        self.eta
+    }
+
+    /// η ← `step`; recomputes the momentum sd √(ηT) and the noise sd √(2(α − β̂)ηT).
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        let eta = check_step(step)?;
+        let SghmcSettings {
+            friction: alpha,
+            noise_estimate: beta,
+            temperature: t,
+            ..
+        } = self.settings;
+        self.eta = eta;
+        self.momentum_sd = (eta * t).sqrt();
+        self.noise_sd = (2.0 * (alpha - beta) * eta * t).sqrt();
+        Ok(())
     }
 }

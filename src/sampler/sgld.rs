@@ -1,7 +1,9 @@
 //! SGLD (Welling & Teh 2011), reference §2.1:
 //! θₜ₊₁ = θₜ + ε·ĝ(θₜ) + √(2εT)·ξ, ξ ~ N(0, I), in the catalogue convention (ε = h/2).
 
-use super::{ChainState, Sampler, SamplerError, StepSize, add_drift_and_noise, check_temperature};
+use super::{
+    ChainState, Sampler, SamplerError, StepSize, add_drift_and_noise, check_step, check_temperature,
+};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 
@@ -9,6 +11,8 @@ use crate::rng::ChainRng;
 #[derive(Debug, Clone)]
 pub struct Sgld {
     epsilon: f64,
+    temperature: f64,
+    /// √(2εT).
     noise_sd: f64,
     state: ChainState,
 }
@@ -17,12 +21,14 @@ impl Sgld {
     /// SGLD with step `step` and temperature `temperature` (1 targets π itself).
     pub fn new(step: StepSize, temperature: f64) -> Result<Self, SamplerError> {
         let epsilon = step.epsilon()?;
-        let t = check_temperature(temperature)?;
-        Ok(Self {
-            epsilon,
-            noise_sd: (2.0 * epsilon * t).sqrt(),
+        let mut sgld = Self {
+            epsilon: 0.0,
+            temperature: check_temperature(temperature)?,
+            noise_sd: 0.0,
             state: ChainState::default(),
-        })
+        };
+        sgld.set_step_size(epsilon)?;
+        Ok(sgld)
     }
 
     /// ε, the step in the catalogue convention.
@@ -59,5 +65,17 @@ impl Sampler for Sgld {
 
     fn score(&self) -> &[f64] {
         &self.state.grad
+    }
+
+    /// ε.
+    fn step_size(&self) -> f64 {
+        self.epsilon
+    }
+
+    /// ε ← `step`; the noise sd becomes √(2εT).
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.epsilon = check_step(step)?;
+        self.noise_sd = (2.0 * self.epsilon * self.temperature).sqrt();
+        Ok(())
     }
 }

@@ -54,7 +54,7 @@ impl Sgnht {
     /// SGNHT with learning rate η (catalogue dt; η = h², §1.4) and `settings`.
     pub fn new(eta: f64, settings: SgnhtSettings) -> Result<Self, SamplerError> {
         check_step(eta)?;
-        let t = check_temperature(settings.temperature)?;
+        check_temperature(settings.temperature)?;
         let a = check_range(
             "diffusion a",
             settings.diffusion,
@@ -62,15 +62,17 @@ impl Sgnht {
             f64::MAX,
             "must be finite and ≥ 0",
         )?;
-        Ok(Self {
-            eta,
+        let mut sgnht = Self {
+            eta: 0.0,
             settings,
-            momentum_sd: (eta * t).sqrt(),
-            noise_sd: (2.0 * a * eta * t).sqrt(),
+            momentum_sd: 0.0,
+            noise_sd: 0.0,
             v: Vec::new(),
             alpha: a,
             state: ChainState::default(),
-        })
+        };
+        sgnht.set_step_size(eta)?;
+        Ok(sgnht)
     }
 
     /// η.
@@ -127,5 +129,23 @@ impl Sampler for Sgnht {
 
     fn score(&self) -> &[f64] {
         &self.state.grad
+    }
+
+    /// η.
+    fn step_size(&self) -> f64 {
+        self.eta
+    }
+
+    /// η ← `step`; recomputes √(ηT) and √(2aηT). The thermostat α and v are kept.
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        let eta = check_step(step)?;
+        let SgnhtSettings {
+            diffusion: a,
+            temperature: t,
+        } = self.settings;
+        self.eta = eta;
+        self.momentum_sd = (eta * t).sqrt();
+        self.noise_sd = (2.0 * a * eta * t).sqrt();
+        Ok(())
     }
 }
