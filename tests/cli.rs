@@ -475,3 +475,82 @@ fn every_sampler_runs_from_the_config() {
     let dir = setup(NPY_DATA, LOGISTIC, &ccadl("\ndiffusion = 1.0\nkappa = 1.5"));
     assert_fails_with(dir.path(), &["kappa", "(0, 1]"]);
 }
+
+/// A `[sampler]` schedule runs and is recorded, resolved, in summary.json (cyclical: ε₀ = the
+/// sampler's step, K = burn-in + iterations, m = ⌈K/M⌉; polynomial without `a`: a chosen so
+/// the first step is the sampler's step), together with the compatibility switches; bad
+/// schedules are one-line errors naming the problem.
+#[test]
+fn a_scheduled_run_records_its_schedule() {
+    let cyclical = "[sampler]\nkind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3\n\
+                    shared_minibatch = true\nschedule = { kind = \"cyclical\", cycles = 4 }\n\n\
+                    [gradient]\nbatch_size = 20\nwith_replacement = true\n\n\
+                    [run]\niterations = 200\nburn_in = 40\nchains = 2";
+    let dir = setup(NPY_DATA, LOGISTIC, cyclical);
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = read_summary(dir.path());
+    assert_eq!(summary["draws"], 400);
+    assert_eq!(
+        summary["settings"]["sampler"]["schedule"],
+        serde_json::json!({
+            "kind": "cyclical", "initial": 1e-5, "cycles": 4, "iterations": 240, "cycle_length": 60
+        })
+    );
+    let config = &summary["settings"]["config"];
+    assert_eq!(config["sampler"]["schedule"]["cycles"], 4);
+    assert_eq!(config["sampler"]["shared_minibatch"], true);
+    assert_eq!(config["gradient"]["with_replacement"], true);
+
+    let polynomial = GOOD.replace(
+        "step_size = 1e-4",
+        "welling_teh_step = 2e-4\nschedule = { kind = \"polynomial\", b = 10 }",
+    );
+    let dir = setup(NPY_DATA, LOGISTIC, &polynomial);
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = &read_summary(dir.path())["settings"]["sampler"]["schedule"];
+    assert_eq!(s["kind"], "polynomial");
+    assert_eq!(
+        (s["b"].as_f64(), s["gamma"].as_f64()),
+        (Some(10.0), Some(0.55))
+    );
+    // a·(b + 1)^(−γ) = ε = h/2 = 1e-4.
+    let first = s["a"].as_f64().unwrap() * 11f64.powf(-0.55);
+    assert!((first - 1e-4).abs() < 1e-18, "{s}");
+
+    let bad_gamma = GOOD.replace(
+        "step_size = 1e-4",
+        "step_size = 1e-4\nschedule = { kind = \"polynomial\", gamma = 1.5 }",
+    );
+    let dir = setup(NPY_DATA, LOGISTIC, &bad_gamma);
+    assert_fails_with(dir.path(), &["[sampler] schedule", "γ = 1.5", "(0, 1]"]);
+    let wall_clock = GOOD
+        .replace(
+            "step_size = 1e-4",
+            "step_size = 1e-4\nschedule = { kind = \"cyclical\", cycles = 2 }",
+        )
+        .replace("iterations = 200", "budget_seconds = 1");
+    let dir = setup(NPY_DATA, LOGISTIC, &wall_clock);
+    assert_fails_with(dir.path(), &["cyclical", "budget_seconds", "`iterations`"]);
+    let misspelt = GOOD.replace(
+        "step_size = 1e-4",
+        "step_size = 1e-4\nschedule = { kind = \"cyclical\", cycle = 2 }",
+    );
+    let dir = setup(NPY_DATA, LOGISTIC, &misspelt);
+    assert_fails_with(dir.path(), &["run.toml:", "cycle"]);
+    let full = GOOD.replace(
+        "batch_size = 20",
+        "estimator = \"full\"\nwith_replacement = true",
+    );
+    let dir = setup(NPY_DATA, LOGISTIC, &full);
+    assert_fails_with(dir.path(), &["with_replacement", "full"]);
+}

@@ -231,3 +231,62 @@ fn batch_size_resolution() {
         5
     );
 }
+
+/// Compatibility option `minibatch_with_replacement` (§1.2, Appendix A): the estimate stays
+/// unbiased and its per-coordinate variance on the GTM is (N²/n)·s_x², without the
+/// finite-population factor (N − n)/(N − 1); at n = N/2 that is twice the default's variance.
+#[test]
+fn minibatch_with_replacement_variance_has_no_finite_population_factor() {
+    let n_data = 2_000;
+    let x: Vec<f64> = normals(25, 0, n_data * 2)
+        .chunks_exact(2)
+        .flat_map(|r| [1.0 + 2.0 * r[0], -1.0 + 0.5 * r[1]])
+        .collect();
+    let model = GaussianModel::new(features(x.clone(), 2), &[1.0, 0.0, 0.0, 1.0], 4.0).unwrap();
+    let theta = [0.3, -0.6];
+    let full = full_gradient(&model, &theta);
+    let reps = 20_000;
+    for batch in [50usize, 1_000] {
+        let mut est = Minibatch::new(&model, BatchSize::Count(batch))
+            .unwrap()
+            .with_replacement(true);
+        let draws = draw_estimates(&mut est, &theta, reps, 7);
+        for j in 0..2 {
+            let xs = common::column(&x, 2, j);
+            let xm = mean(&xs);
+            let s2 = xs.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / n_data as f64;
+            let (nd, nb) = (n_data as f64, batch as f64);
+            let want = nd * nd / nb * s2;
+            let without = want * (nd - nb) / (nd - 1.0);
+
+            let col = common::column(&draws, 2, j);
+            let m = mean(&col);
+            let v = common::var(&col);
+            // Unbiased: 4 standard errors of the mean of independent estimates.
+            let se = (v / reps as f64).sqrt();
+            assert!(
+                (m - full[j]).abs() <= 4.0 * se,
+                "n = {batch}, coordinate {j}: mean {m} vs full gradient {} (4 SE = {})",
+                full[j],
+                4.0 * se
+            );
+            // Variance: 4 sampling sds of a sample variance, sqrt((μ₄ − σ⁴)/reps).
+            let m4 = col.iter().map(|g| (g - m).powi(4)).sum::<f64>() / reps as f64;
+            let tol = 4.0 * ((m4 - v * v) / reps as f64).sqrt();
+            eprintln!(
+                "with replacement, n = {batch}, coordinate {j}: variance {v:.5e} vs (N²/n)s² \
+                 {want:.5e} (tol {tol:.2e}); without replacement would be {without:.5e}"
+            );
+            assert!(
+                (v - want).abs() <= tol,
+                "n = {batch}, coordinate {j}: variance {v} vs (N²/n)·s² = {want} (tol {tol})"
+            );
+            if batch == 1_000 {
+                assert!(
+                    (v - without).abs() > 10.0 * tol,
+                    "cannot tell the two schemes apart"
+                );
+            }
+        }
+    }
+}

@@ -333,6 +333,78 @@ fn cv_variance_grows_like_squared_distance() {
     );
 }
 
+/// Compatibility option `minibatch_with_replacement` for control variates and SVRG: both stay
+/// unbiased, and their per-coordinate variance is (N²/n)·c_j, with c_j the population variance
+/// (divisor N) of the per-datum differences ∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂) — no
+/// finite-population factor. n = N/2, so the without-replacement variance is half as large.
+#[test]
+fn cv_and_svrg_with_replacement_variance_has_no_finite_population_factor() {
+    use sgmcmc::model::{DataIndex, Scratch};
+    let model = logistic_model(N);
+    let d = model.dim();
+    let centre = map_of(&model);
+    let theta: Vec<f64> = centre
+        .iter()
+        .enumerate()
+        .map(|(j, c)| c + 0.05 * (j as f64 - 2.0))
+        .collect();
+    let batch = N / 2;
+    // The closed form from the per-datum differences.
+    let all: Vec<DataIndex> = (0..N as DataIndex).collect();
+    let (mut at_theta, mut at_centre) = (vec![0.0; N * d], vec![0.0; N * d]);
+    let mut scratch = Scratch::new();
+    model.grad_log_lik_each(&theta, &all, &mut at_theta, &mut scratch);
+    model.grad_log_lik_each(&centre, &all, &mut at_centre, &mut scratch);
+    let diff: Vec<f64> = at_theta
+        .iter()
+        .zip(&at_centre)
+        .map(|(a, b)| a - b)
+        .collect();
+    let (nd, nb) = (N as f64, batch as f64);
+    let want: Vec<f64> = (0..d)
+        .map(|j| {
+            let c = common::column(&diff, d, j);
+            let m = mean(&c);
+            nd * nd / nb * c.iter().map(|v| (v - m).powi(2)).sum::<f64>() / nd
+        })
+        .collect();
+
+    let full = full_gradient(&model, &theta);
+    let reps = 20_000;
+    let mut cv = ControlVariates::new(&model, BatchSize::Count(batch), &centre)
+        .unwrap()
+        .with_replacement(true);
+    let cv_draws = draw_estimates(&mut cv, &theta, reps, 14);
+    let mut svrg = Svrg::new(&model, BatchSize::Count(batch), Some(1_000_000))
+        .unwrap()
+        .with_replacement(true);
+    let svrg_draws = draw_svrg_estimates(&mut svrg, &centre, &theta, reps);
+    for (label, draws) in [("CV", &cv_draws), ("SVRG", &svrg_draws)] {
+        assert_mean_matches(draws, &full, 0.0, label);
+        for (j, &want_j) in want.iter().enumerate() {
+            let col = common::column(draws, d, j);
+            let m = mean(&col);
+            let v = common::var(&col);
+            // 4 sampling sds of a sample variance, sqrt((μ₄ − σ⁴)/reps).
+            let m4 = col.iter().map(|g| (g - m).powi(4)).sum::<f64>() / reps as f64;
+            let tol = 4.0 * ((m4 - v * v) / reps as f64).sqrt();
+            let without = want_j * (nd - nb) / (nd - 1.0);
+            eprintln!(
+                "{label} with replacement, coordinate {j}: variance {v:.5e} vs (N²/n)c \
+                 {want_j:.5e} (tol {tol:.2e}); without replacement {without:.5e}"
+            );
+            assert!(
+                (v - want_j).abs() <= tol,
+                "{label}, coordinate {j}: variance {v} vs (N²/n)·c = {want_j} (tol {tol})"
+            );
+            assert!(
+                (v - without).abs() > 10.0 * tol,
+                "{label}: schemes not distinguished"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // (d) SVRG refresh schedule.
 // ---------------------------------------------------------------------------------------------

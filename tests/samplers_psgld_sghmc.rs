@@ -626,6 +626,115 @@ fn sghmc_calls_the_estimator_at_every_inner_step() {
     }
 }
 
+/// Minibatch estimates on the GTM with their noise ĝ(θ) − ∇log π(θ) recorded per call (the
+/// exact score from a `FullBatch`, which draws nothing); `reuse_batch` is forwarded.
+struct NoiseRecorder<'m> {
+    inner: Minibatch<'m>,
+    exact: FullBatch<'m>,
+    buf: Vec<f64>,
+    noise: Vec<Vec<f64>>,
+}
+
+impl GradientEstimator for NoiseRecorder<'_> {
+    fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
+        self.inner.estimate(theta, out, rng);
+        self.buf.resize(theta.len(), 0.0);
+        self.exact.estimate(theta, &mut self.buf, rng);
+        self.noise
+            .push(out.iter().zip(&self.buf).map(|(g, e)| g - e).collect());
+    }
+    fn cost_per_estimate(&self) -> usize {
+        self.inner.cost_per_estimate()
+    }
+    fn reuse_batch(&mut self, on: bool) {
+        self.inner.reuse_batch(on);
+    }
+}
+
+/// (e) `sghmc_shared_minibatch` (BlackJAX, Appendix A): an outer iteration draws exactly one
+/// minibatch. Two checks, in both gradient orders:
+/// 1. random-number accounting: one iteration consumes exactly the momentum refresh (D
+///    normals), L·D momentum-noise normals and **one** draw of n of N indices, in the scheme's
+///    order — replayed on a clone of the stream, the states agree (without the option: L draws);
+/// 2. on the GTM the minibatch noise (N/n)Σ_{i∈S} xᵢ − Σᵢ xᵢ does not depend on θ, so it is the
+///    same at all L inner steps of an iteration (to rounding) and changes between iterations;
+///    without the option it changes at every inner step.
+#[test]
+fn sghmc_shared_minibatch_draws_one_minibatch_per_iteration() {
+    use sgmcmc::estimator::Subsampler;
+    use sgmcmc::sampler::standard_normal;
+    let (n_data, n, l) = (200usize, 20usize, 4usize);
+    let (model, _, m, _) = gtm(81, n_data, n, 10.0, &[0.5, -1.0], &[1.5, 1.0]);
+    let d = m.len();
+    for before_update in [false, true] {
+        for shared in [true, false] {
+            let options = SghmcOptions {
+                gradient_before_position_update: before_update,
+                shared_minibatch: shared,
+                ..SghmcOptions::default()
+            };
+            let mut s = sghmc(1e-4, l, 0.1, 0.0, options);
+            let mut est = NoiseRecorder {
+                inner: Minibatch::new(&model, BatchSize::Count(n)).unwrap(),
+                exact: FullBatch::new(&model),
+                buf: Vec::new(),
+                noise: Vec::new(),
+            };
+            let mut rng = chain_stream(9, 0);
+            s.start(&m, &mut est, &mut rng);
+            for _ in 0..5 {
+                // 1. Replay the iteration's random numbers on a clone of the stream.
+                let mut replay = rng.clone();
+                let mut sub = Subsampler::new(n_data);
+                let normals = |r: &mut ChainRng| {
+                    for _ in 0..d {
+                        standard_normal(r);
+                    }
+                };
+                normals(&mut replay); // v ~ N(0, ηT·I)
+                for k in 0..l {
+                    let draw = !shared || k == 0;
+                    if before_update {
+                        normals(&mut replay);
+                    }
+                    if draw {
+                        sub.draw(n, &mut replay);
+                    }
+                    if !before_update {
+                        normals(&mut replay);
+                    }
+                }
+                est.noise.clear();
+                s.step(&mut est, &mut rng);
+                assert_eq!(
+                    rng,
+                    replay,
+                    "shared = {shared}, before_update = {before_update}: the iteration did not \
+                     draw {} minibatch(es)",
+                    if shared { 1 } else { l }
+                );
+                // 2. The noise of the L estimates.
+                assert_eq!(est.noise.len(), l);
+                let scale = est.noise[0].iter().map(|v| v.abs()).fold(0.0, f64::max);
+                assert!(scale > 1.0, "no minibatch noise: {scale}");
+                let same = |a: &[f64], b: &[f64]| {
+                    a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-9 * scale)
+                };
+                for k in 1..l {
+                    assert_eq!(
+                        same(&est.noise[0], &est.noise[k]),
+                        shared,
+                        "shared = {shared}, before_update = {before_update}, inner step {k}: \
+                         noise {:?} vs {:?}",
+                        est.noise[k],
+                        est.noise[0]
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn sghmc_rejects_bad_settings() {
     let ok = SghmcSettings::default();

@@ -135,6 +135,74 @@ fn baoab_samples_gaussian_configurations_exactly() {
     }
 }
 
+/// Compatibility option `baoab_noise_std_scaled_by_tau` (§2.5, Appendix A) at τ = T = 2 with
+/// full gradients on N(0, 1), h = 0.5, γ = 1. The catalogue O step (variance T(1 − c²)) keeps
+/// N(0, T) invariant for v, and BAOAB at velocity temperature T samples configurations exactly
+/// from π^{1/T}: Var θ = T·s² = 2 and Var v = T·(1 − h²/4) = 1.875. SGMCMCJax's (sd τ·√(1 − c²),
+/// variance τ²(1 − c²)) is the same scheme at velocity temperature τ² (the force is not
+/// rescaled): Var θ = τ²·s² = 4 and Var v = τ²·(1 − h²/4) = 3.75. Both closed forms are exact,
+/// so the tolerance is 4 MCSE. At τ = 1 the two conventions are the same chain, bit for bit.
+#[test]
+fn baoab_noise_scaling_conventions_at_tau_two() {
+    let model = GaussianModel::target(&[0.0], &[1.0]).unwrap();
+    let (h, tau) = (0.5, 2.0);
+    for (scaled, vt) in [(false, tau), (true, tau * tau)] {
+        let settings = BaoabSettings {
+            temperature: tau,
+            noise_std_scaled_by_tau: scaled,
+            ..BaoabSettings::default()
+        };
+        let runs = drive(
+            2,
+            73,
+            |_| {
+                (
+                    Baoab::new(h, 1.0, settings).unwrap(),
+                    FullBatch::new(&model),
+                )
+            },
+            &[0.0],
+            1_000,
+            200_000,
+            record_theta_v(Baoab::momentum),
+        );
+        let what = if scaled { "SGMCMCJax" } else { "catalogue" };
+        check(
+            &format!("BAOAB τ=2 {what} Var θ"),
+            &sq_dev(&runs, 2, 0, 0.0),
+            vt,
+            0.0,
+        );
+        check(
+            &format!("BAOAB τ=2 {what} Var v"),
+            &sq_dev(&runs, 2, 1, 0.0),
+            vt * (1.0 - h * h / 4.0),
+            0.0,
+        );
+    }
+    let at_tau_one = |scaled: bool| {
+        let settings = BaoabSettings {
+            noise_std_scaled_by_tau: scaled,
+            ..BaoabSettings::default()
+        };
+        drive(
+            1,
+            74,
+            |_| {
+                (
+                    Baoab::new(h, 1.0, settings).unwrap(),
+                    FullBatch::new(&model),
+                )
+            },
+            &[0.3],
+            0,
+            1_000,
+            record_theta_v(Baoab::momentum),
+        )
+    };
+    assert_eq!(at_tau_one(false), at_tau_one(true));
+}
+
 /// §2.5 test 3 (and the same regression for the other two samplers, SGMCMCJax issue #69):
 /// through the runner, the positions over 1000 steps are not constant.
 #[test]

@@ -163,6 +163,72 @@ fn prefetch(v: &[DataIndex], i: usize) {
 mod tests {
     use super::*;
 
+    /// With replacement: n independent uniform indices (repeats occur; each cell of the
+    /// per-position counts is binomial(reps, 1/N), 5 sds), drawn into its own buffer.
+    #[test]
+    fn with_replacement_draws_independent_uniform_indices() {
+        let (n_data, n, reps) = (8usize, 6usize, 100_000usize);
+        let mut s = Subsampler::new(n_data);
+        s.set_with_replacement(true);
+        assert!(s.with_replacement());
+        let mut rng = crate::rng::stream(4, 0);
+        let mut counts = vec![0usize; n * n_data];
+        let mut with_repeats = 0usize;
+        for _ in 0..reps {
+            let b = s.batch(n, &mut rng).to_vec();
+            assert_eq!(b.len(), n);
+            for (k, &i) in b.iter().enumerate() {
+                counts[k * n_data + i as usize] += 1;
+            }
+            let mut sorted = b.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            with_repeats += usize::from(sorted.len() < n);
+        }
+        let p = 1.0 / n_data as f64;
+        let sd = (reps as f64 * p * (1.0 - p)).sqrt();
+        for &c in &counts {
+            assert!((c as f64 - reps as f64 * p).abs() < 5.0 * sd, "count {c}");
+        }
+        // P(no repeat) = 8!/(2!·8⁶) ≈ 0.077.
+        assert!(with_repeats > reps * 9 / 10, "{with_repeats}");
+        // n = N is every index, in buffer order, with no draw.
+        let before = rng.clone();
+        let all = s.all().to_vec();
+        assert_eq!(s.batch(n_data, &mut rng), all.as_slice());
+        assert_eq!(rng, before);
+    }
+
+    /// While reuse is on the first call draws and later calls return the same batch without
+    /// touching the stream; each switch starts a fresh window.
+    #[test]
+    fn reuse_holds_one_batch_per_window() {
+        for replace in [false, true] {
+            let mut s = Subsampler::new(1_000);
+            s.set_with_replacement(replace);
+            let mut rng = crate::rng::stream(5, 0);
+            let a = s.batch(10, &mut rng).to_vec();
+            let b = s.batch(10, &mut rng).to_vec();
+            assert_ne!(a, b, "fresh batches by default");
+            s.reuse_batch(true);
+            let first = s.batch(10, &mut rng).to_vec();
+            assert_ne!(first, b, "a window starts with a fresh draw");
+            let before = rng.clone();
+            for _ in 0..5 {
+                assert_eq!(s.batch(10, &mut rng), first.as_slice());
+            }
+            assert_eq!(rng, before, "a held batch draws nothing");
+            s.reuse_batch(true);
+            let second = s.batch(10, &mut rng).to_vec();
+            assert_ne!(second, first, "switching on again starts a new window");
+            assert_eq!(s.batch(10, &mut rng), second.as_slice());
+            s.reuse_batch(false);
+            let c = s.batch(10, &mut rng).to_vec();
+            let d = s.batch(10, &mut rng).to_vec();
+            assert!(c != second && c != d, "off again: fresh every call");
+        }
+    }
+
     /// Each index appears in a draw with probability n/N; each pair with n(n−1)/(N(N−1)).
     /// Counts are binomial, so 5 standard deviations bound every cell.
     #[test]
