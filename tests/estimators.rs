@@ -251,7 +251,7 @@ fn minibatch_with_replacement_variance_has_no_finite_population_factor() {
             .unwrap()
             .with_replacement(true);
         let draws = draw_estimates(&mut est, &theta, reps, 7);
-        for j in 0..2 {
+        for (j, &full_j) in full.iter().enumerate() {
             let xs = common::column(&x, 2, j);
             let xm = mean(&xs);
             let s2 = xs.iter().map(|v| (v - xm).powi(2)).sum::<f64>() / n_data as f64;
@@ -265,9 +265,8 @@ fn minibatch_with_replacement_variance_has_no_finite_population_factor() {
             // Unbiased: 4 standard errors of the mean of independent estimates.
             let se = (v / reps as f64).sqrt();
             assert!(
-                (m - full[j]).abs() <= 4.0 * se,
-                "n = {batch}, coordinate {j}: mean {m} vs full gradient {} (4 SE = {})",
-                full[j],
+                (m - full_j).abs() <= 4.0 * se,
+                "n = {batch}, coordinate {j}: mean {m} vs full gradient {full_j} (4 SE = {})",
                 4.0 * se
             );
             // Variance: 4 sampling sds of a sample variance, sqrt((μ₄ − σ⁴)/reps).
