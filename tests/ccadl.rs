@@ -19,7 +19,8 @@ use sgmcmc::experiments::normal_gamma::{self, Method, NormalGammaExperiment};
 use sgmcmc::model::{Bernoulli, LogisticRegression, Model, NormalPrior};
 use sgmcmc::rng::{ChainRng, chain_stream};
 use sgmcmc::sampler::{
-    Ccadl, CcadlOptions, CcadlSettings, CovarianceShape, Sampler, Sgnht, SgnhtSettings,
+    Ccadl, CcadlOptions, CcadlSettings, CovarianceShape, Sampler, SamplerError, Sgnht,
+    SgnhtSettings,
 };
 
 fn settings(a: f64, shape: CovarianceShape, options: CcadlOptions) -> CcadlSettings {
@@ -182,6 +183,12 @@ impl Sampler for Thermostatted {
     }
     fn step(&mut self, e: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         self.inner_mut().step(e, rng)
+    }
+    fn step_size(&self) -> f64 {
+        self.inner().step_size()
+    }
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        self.inner_mut().set_step_size(step)
     }
     fn position(&self) -> &[f64] {
         self.inner().position()

@@ -649,6 +649,15 @@ impl GradientEstimator for NoiseRecorder<'_> {
     fn reuse_batch(&mut self, on: bool) {
         self.inner.reuse_batch(on);
     }
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        _terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        unimplemented!("SGHMC does not ask for per-datum terms {:?}", (theta, out, rng))
+    }
 }
 
 /// (e) `sghmc_shared_minibatch` (BlackJAX, Appendix A): an outer iteration draws exactly one

@@ -10,9 +10,9 @@ use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::model::GaussianModel;
 use sgmcmc::rng::chain_stream;
 use sgmcmc::sampler::{
-    Badodab, BadodabSettings, Baoab, BaoabSettings, Psgld, PsgldSettings, Sampler, SamplerError,
-    Scheduled, Sghmc, SghmcOptions, SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSchedule,
-    StepSize, standard_normal,
+    Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlScheme,
+    CcadlSettings, Psgld, PsgldSettings, Sampler, SamplerError, Scheduled, Sghmc, SghmcOptions,
+    SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSchedule, StepSize, standard_normal,
 };
 
 /// Every sampler, at step `step` (its own units), with non-default temperatures and options so
@@ -85,6 +85,30 @@ fn all_samplers(step: f64) -> Vec<Box<dyn Sampler>> {
                 BadodabSettings {
                     temperature: 0.9,
                     ..BadodabSettings::default()
+                },
+            )
+            .unwrap(),
+        ),
+        Box::new(
+            Ccadl::new(
+                step,
+                CcadlSettings {
+                    temperature: 1.1,
+                    ..CcadlSettings::new(2.0)
+                },
+            )
+            .unwrap(),
+        ),
+        Box::new(
+            Ccadl::new(
+                step,
+                CcadlSettings {
+                    scheme: CcadlScheme::SghmcComparator,
+                    options: CcadlOptions {
+                        exponential_friction: true,
+                        ..CcadlOptions::default()
+                    },
+                    ..CcadlSettings::new(2.0)
                 },
             )
             .unwrap(),
