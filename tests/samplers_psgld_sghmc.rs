@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{col, gtm, pooled_mean_mcse, sq_dev};
+use common::{col, drive_with, gtm, pooled_mean_mcse, sq_dev};
 use sgmcmc::estimator::{BatchSize, BatchTerms, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::GaussianModel;
@@ -21,51 +21,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Run `chains` chains (one thread each) of the sampler/estimator pair `make(c)` from `theta0`
-/// on stream c of `seed`: `burn` iterations discarded, then `n` iterations, after each of which
-/// `record` appends what it wants to the chain's series. `after_burn` sees the sampler once,
-/// after burn-in (e.g. to read a frozen preconditioner) and its output is returned per chain.
-#[allow(clippy::too_many_arguments)]
-fn drive<S, E, A>(
-    chains: usize,
-    seed: u64,
-    make: impl Fn(usize) -> (S, E) + Sync,
-    theta0: &[f64],
-    burn: usize,
-    n: usize,
-    after_burn: impl Fn(&S) -> A + Sync,
-    record: impl Fn(&S, &mut Vec<f64>) + Sync,
-) -> Vec<(A, Vec<f64>)>
-where
-    S: Sampler,
-    E: GradientEstimator,
-    A: Send,
-{
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..chains)
-            .map(|c| {
-                let (make, after_burn, record) = (&make, &after_burn, &record);
-                scope.spawn(move || {
-                    let (mut s, mut e) = make(c);
-                    let mut rng = chain_stream(seed, c);
-                    s.start(theta0, &mut e, &mut rng);
-                    for _ in 0..burn {
-                        s.step(&mut e, &mut rng);
-                    }
-                    let a = after_burn(&s);
-                    let mut out = Vec::new();
-                    for _ in 0..n {
-                        s.step(&mut e, &mut rng);
-                        record(&s, &mut out);
-                    }
-                    (a, out)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
 
 /// Assert |m̂ − want| ≤ 4 MCSE (§1.6) and return the z-score.
 fn check_4mcse(what: &str, series: &[Vec<f64>], want: f64) -> f64 {
@@ -137,7 +92,7 @@ fn psgld_huge_stabiliser_is_sgld_with_step_eps_g() {
         stabiliser: lambda,
         ..PsgldSettings::default()
     };
-    let runs = drive(
+    let runs = drive_with(
         4,
         11,
         |_| {
@@ -149,6 +104,7 @@ fn psgld_huge_stabiliser_is_sgld_with_step_eps_g() {
         &m,
         200, // AR(1) coefficient 1 − εGP = 0.5
         100_000,
+        1, // thin
         |s| {
             let mut g = [0.0];
             s.preconditioner(&mut g);
@@ -184,7 +140,7 @@ fn psgld_frozen_preconditioner_is_per_coordinate_sgld() {
         freeze_after: Some(warm),
         ..PsgldSettings::default()
     };
-    let runs = drive(
+    let runs = drive_with(
         4,
         12,
         |_| {
@@ -196,6 +152,7 @@ fn psgld_frozen_preconditioner_is_per_coordinate_sgld() {
         &m,
         warm,
         100_000,
+        1, // thin
         |s| {
             let mut g = vec![0.0; 2];
             s.preconditioner(&mut g);
@@ -326,7 +283,7 @@ fn psgld_with_unit_preconditioner_is_bitwise_sgld_and_one_step_by_hand() {
 fn psgld_adaptive_moments_within_five_percent() {
     let (model, p, m, _) = gtm(49, 100, 10, 4.0, &[1.0], &[2.0]);
     let eps = 0.01 / p;
-    let runs = drive(
+    let runs = drive_with(
         4,
         13,
         |_| {
@@ -338,6 +295,7 @@ fn psgld_adaptive_moments_within_five_percent() {
         &m,
         20_000,
         2_000_000,
+        1, // thin
         |_| (),
         record_theta,
     );
@@ -452,7 +410,7 @@ fn sghmc_no_resampling_matches_closed_form() {
     let (vt, vv) = sghmc_no_resampling(1.0, eta, alpha, 0.0, 0.0);
     assert!((vt - 1.0026385).abs() < 1e-7 && (vv / eta - 1.0554090).abs() < 1e-7);
     for beta in [0.0, 0.05] {
-        let runs = drive(
+        let runs = drive_with(
             2,
             21,
             |_| {
@@ -464,6 +422,7 @@ fn sghmc_no_resampling_matches_closed_form() {
             &[0.0],
             2_000, // the slowest mode decays like (1 − α/2)^t ≈ e^{−0.05t}
             400_000,
+            1, // thin
             |_| (),
             record_theta_v,
         );
@@ -491,7 +450,7 @@ fn sghmc_with_resampling_matches_lyapunov_recipe() {
     let (model, p, m, v_e) = gtm(47, 100, 10, 4.0, &[1.0], &[2.0]);
     let (eta, alpha, l) = (0.1 / p, 0.2, 5);
     let want = sghmc_resampling_var(p, eta, alpha, v_e[0], l);
-    let runs = drive(
+    let runs = drive_with(
         4,
         22,
         |_| {
@@ -503,6 +462,7 @@ fn sghmc_with_resampling_matches_lyapunov_recipe() {
         &m,
         200,
         50_000,
+        1, // thin
         |_| (),
         record_theta,
     );
@@ -533,7 +493,7 @@ fn sghmc_stability_regression() {
     let (vt, _) = sghmc_no_resampling(1.0, eta, alpha, 0.0, 0.0);
     assert!((vt - 1.99 / 1.98).abs() < 1e-12);
 
-    let runs = drive(
+    let runs = drive_with(
         2,
         23,
         |_| {
@@ -545,6 +505,7 @@ fn sghmc_stability_regression() {
         &[0.0],
         5_000, // energy decays like (1 − α)^t
         1_000_000,
+        1, // thin
         |_| (),
         record_theta,
     );

@@ -117,6 +117,22 @@ pub fn pooled_mean_mcse(chains: &[Vec<f64>]) -> (f64, f64) {
     (m, se)
 }
 
+/// Assert |m̂ − want| ≤ 4 MCSE + `approx` (§1.6; `approx` bounds the error of an approximate
+/// closed form, 0 for exact ones) and return (m̂, MCSE).
+pub fn check(what: &str, series: &[Vec<f64>], want: f64, approx: f64) -> (f64, f64) {
+    let (m, se) = pooled_mean_mcse(series);
+    eprintln!(
+        "{what}: {m:.6} ± {se:.6} (MCSE) vs closed form {want:.6}, z = {:.2}, allowance {approx:.6}",
+        (m - want) / se
+    );
+    assert!(
+        (m - want).abs() <= 4.0 * se + approx,
+        "{what}: {m} vs closed form {want} (4 MCSE = {}, allowance {approx})",
+        4.0 * se
+    );
+    (m, se)
+}
+
 /// Batch-means MCSE of the mean with ⌊√n⌋ batches (reference §1.6).
 pub fn batch_means_mcse(x: &[f64]) -> f64 {
     let b = (x.len() as f64).sqrt().floor() as usize;
@@ -314,10 +330,61 @@ pub fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
     chains.iter().map(|x| column(x, w, j)).collect()
 }
 
-/// Run `chains` chains (one thread each) of `make(c)` from `theta0` on stream c of `seed`:
-/// `burn` iterations discarded, then `n` iterations, after each of which `record` appends
-/// what it wants to the chain's series.
+// ---------------------------------------------------------------------------------------------
+// Driving samplers directly (without the runner), one thread per chain.
+// ---------------------------------------------------------------------------------------------
+
+/// Run `chains` chains (one thread each) of the sampler/estimator pair `make(c)` from `theta0`
+/// on stream c of `seed`: `burn` iterations discarded, then `n` iterations, after every
+/// `thin`-th of which `record` appends what it wants to the chain's series. `after_burn` sees
+/// the sampler once, after burn-in (e.g. to read a frozen preconditioner); its output is
+/// returned with each chain's series.
 #[allow(clippy::too_many_arguments)]
+pub fn drive_with<S, E, A>(
+    chains: usize,
+    seed: u64,
+    make: impl Fn(usize) -> (S, E) + Sync,
+    theta0: &[f64],
+    burn: usize,
+    n: usize,
+    thin: usize,
+    after_burn: impl Fn(&S) -> A + Sync,
+    record: impl Fn(&S, &mut Vec<f64>) + Sync,
+) -> Vec<(A, Vec<f64>)>
+where
+    S: Sampler,
+    E: GradientEstimator,
+    A: Send,
+{
+    assert!(thin >= 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..chains)
+            .map(|c| {
+                let (make, after_burn, record) = (&make, &after_burn, &record);
+                scope.spawn(move || {
+                    let (mut s, mut e) = make(c);
+                    let mut rng = chain_stream(seed, c);
+                    s.start(theta0, &mut e, &mut rng);
+                    for _ in 0..burn {
+                        s.step(&mut e, &mut rng);
+                    }
+                    let a = after_burn(&s);
+                    let mut out = Vec::new();
+                    for t in 1..=n {
+                        s.step(&mut e, &mut rng);
+                        if t % thin == 0 {
+                            record(&s, &mut out);
+                        }
+                    }
+                    (a, out)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// [`drive_with`] recording after every iteration, with nothing read after burn-in.
 pub fn drive<S, E>(
     chains: usize,
     seed: u64,
@@ -331,46 +398,13 @@ where
     S: Sampler,
     E: GradientEstimator,
 {
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..chains)
-            .map(|c| {
-                let (make, record) = (&make, &record);
-                scope.spawn(move || {
-                    let (mut s, mut e) = make(c);
-                    let mut rng = chain_stream(seed, c);
-                    s.start(theta0, &mut e, &mut rng);
-                    for _ in 0..burn {
-                        s.step(&mut e, &mut rng);
-                    }
-                    let mut out = Vec::new();
-                    for _ in 0..n {
-                        s.step(&mut e, &mut rng);
-                        record(&s, &mut out);
-                    }
-                    out
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
+    drive_with(chains, seed, make, theta0, burn, n, 1, |_| (), record)
+        .into_iter()
+        .map(|(_, x)| x)
+        .collect()
 }
 
-/// Assert |m̂ − want| ≤ 4 MCSE + `approx` (§1.6; `approx` bounds the error of an approximate
-/// closed form, 0 for exact ones) and return (m̂, MCSE).
-pub fn check(what: &str, series: &[Vec<f64>], want: f64, approx: f64) -> (f64, f64) {
-    let (m, se) = pooled_mean_mcse(series);
-    eprintln!(
-        "{what}: {m:.6} ± {se:.6} (MCSE) vs closed form {want:.6}, z = {:.2}, allowance {approx:.6}",
-        (m - want) / se
-    );
-    assert!(
-        (m - want).abs() <= 4.0 * se + approx,
-        "{what}: {m} vs closed form {want} (4 MCSE = {}, allowance {approx})",
-        4.0 * se
-    );
-    (m, se)
-}
-
+/// Dot product.
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
