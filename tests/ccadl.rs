@@ -14,7 +14,9 @@
 mod common;
 
 use common::{check, dot, drive, gtm, mean};
-use sgmcmc::estimator::{BatchSize, ControlVariates, GradientEstimator, Minibatch, Svrg};
+use sgmcmc::estimator::{
+    BatchSize, ControlVariates, FullBatch, GradientEstimator, Minibatch, Svrg,
+};
 use sgmcmc::experiments::normal_gamma::{self, Method, NormalGammaExperiment};
 use sgmcmc::model::{Bernoulli, LogisticRegression, Model, NormalPrior};
 use sgmcmc::rng::{ChainRng, chain_stream};
@@ -398,4 +400,43 @@ fn normal_gamma_ccadl_has_the_lowest_error_at_h_001_a_1() {
     // A clear margin, not a coin flip: the seeds tried gave SGNHT 4–8× CCAdL's error.
     assert!(2.0 * ccadl.cdf_rmse < sgnht.cdf_rmse);
     assert!((ccadl.mean_thermostat - 1.0).abs() < 0.5 && sgnht.mean_thermostat > 2.0);
+}
+
+/// With exact (full-batch) gradients there are no terms, Î = 0, and CCAdL is SGNHT with η = h²,
+/// a = h·A step for step, here on a rotated non-isotropic 5-D Gaussian: so the exact-gradient
+/// closed-form test of SGNHT (`samplers_exact_gaussian`) covers CCAdL too.
+#[test]
+fn exact_gradients_make_ccadl_sgnht() {
+    let mu = [1.0, -2.0, 0.5, 3.0, -1.0];
+    let v = common::random_orthogonal(31, 5);
+    let sigma = common::from_eigen(&v, &[1.0, 1.7, 3.0, 5.5, 10.0], 5);
+    let model = sgmcmc::model::GaussianModel::target(&mu, &sigma).unwrap();
+    let (h, a) = (0.05, 1.0);
+    let mut ccadl = Ccadl::new(h, CcadlSettings::new(a)).unwrap();
+    let sgnht_settings = SgnhtSettings {
+        diffusion: h * a,
+        temperature: 1.0,
+    };
+    let mut sgnht = Sgnht::new(h * h, sgnht_settings).unwrap();
+    let (mut e1, mut e2) = (FullBatch::new(&model), FullBatch::new(&model));
+    let (mut r1, mut r2) = (chain_stream(6, 0), chain_stream(6, 0));
+    ccadl.start(&mu, &mut e1, &mut r1);
+    sgnht.start(&mu, &mut e2, &mut r2);
+    for step in 0..10_000 {
+        ccadl.step(&mut e1, &mut r1);
+        sgnht.step(&mut e2, &mut r2);
+        for (x, y) in ccadl.position().iter().zip(sgnht.position()) {
+            assert!(
+                (x - y).abs() <= 1e-8 * (1.0 + y.abs()),
+                "step {step}: {x} vs {y}"
+            );
+        }
+    }
+    assert!(
+        ccadl
+            .noise_covariance()
+            .estimate()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
 }

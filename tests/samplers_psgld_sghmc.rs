@@ -617,7 +617,10 @@ impl GradientEstimator for NoiseRecorder<'_> {
         _terms: &mut Vec<f64>,
         rng: &mut ChainRng,
     ) -> BatchTerms {
-        unimplemented!("SGHMC does not ask for per-datum terms {:?}", (theta, out, rng))
+        unimplemented!(
+            "SGHMC does not ask for per-datum terms {:?}",
+            (theta, out, rng)
+        )
     }
 }
 
