@@ -8,6 +8,10 @@
 //! as 20 FLOPs). Two bounds are reported: the sequential-bandwidth bound (measured read
 //! bandwidth / DRAM bytes per iteration), which random rows cannot reach, and the gather bound:
 //! a loop that only gathers and sums the same rows with the same index stream, timed here.
+//!
+//! `sgmcmc bench --matrix` (module [`matrix`]) times every sampler with every estimator instead.
+
+mod matrix;
 
 use anyhow::{Result, bail};
 use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
@@ -18,6 +22,7 @@ use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::rng::stream;
 use sgmcmc::sampler::{Sampler, Sgld, StepSize};
 use std::hint::black_box;
+use std::path::PathBuf;
 use std::time::Instant;
 
 /// Options of `sgmcmc bench`.
@@ -35,6 +40,14 @@ pub struct BenchArgs {
     /// Feature storage precisions to measure: f64, f32 (comma-separated).
     #[arg(long, value_delimiter = ',', default_values_t = [String::from("f64"), String::from("f32")])]
     precision: Vec<String>,
+    /// Instead: every sampler x every estimator (minibatch, control variates at the MAP, SVRG)
+    /// at batch 1 % of N, f64 storage, one chain on one thread, with the bare estimator's cost
+    /// and each sampler's cost per estimate relative to SGLD.
+    #[arg(long, conflicts_with_all = ["batches", "precision"])]
+    matrix: bool,
+    /// With --matrix: also write the table as JSON to this file.
+    #[arg(long, requires = "matrix")]
+    json: Option<PathBuf>,
     /// Seconds per timed repeat.
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
@@ -48,24 +61,32 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Run `step` in timed blocks of at least `seconds`; returns the median rate (calls/s).
-fn rate(seconds: f64, repeats: usize, mut step: impl FnMut()) -> f64 {
-    // Warm-up, and an estimate of how many calls fill a block.
+/// Warm-up for 0.2·`seconds` (at least one call); returns how many calls of `step` fill a block
+/// of `seconds`.
+fn calls_per_block(seconds: f64, mut step: impl FnMut()) -> usize {
     let t = Instant::now();
     let mut calls = 0usize;
-    while t.elapsed().as_secs_f64() < 0.2 * seconds {
+    while calls == 0 || t.elapsed().as_secs_f64() < 0.2 * seconds {
         step();
         calls += 1;
     }
-    let per_block = ((calls as f64 / (0.2 * seconds)) * seconds).max(1.0) as usize;
+    ((calls as f64 / t.elapsed().as_secs_f64()) * seconds).max(1.0) as usize
+}
+
+/// The rate (calls/s) of one timed block of `calls` calls of `step`.
+fn block_rate(calls: usize, mut step: impl FnMut()) -> f64 {
+    let t = Instant::now();
+    for _ in 0..calls {
+        step();
+    }
+    calls as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Run `step` in timed blocks of at least `seconds`; returns the median rate (calls/s).
+fn rate(seconds: f64, repeats: usize, mut step: impl FnMut()) -> f64 {
+    let per_block = calls_per_block(seconds, &mut step);
     let rates = (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..per_block {
-                step();
-            }
-            per_block as f64 / t.elapsed().as_secs_f64()
-        })
+        .map(|_| block_rate(per_block, &mut step))
         .collect();
     median(rates)
 }
@@ -114,6 +135,12 @@ fn index_rate(rows: usize, n_batch: usize, seconds: f64, repeats: usize) -> f64 
 
 /// `sgmcmc bench`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
+    if args.repeats == 0 || !(args.seconds.is_finite() && args.seconds > 0.0) {
+        bail!("--repeats must be at least 1 and --seconds finite and > 0");
+    }
+    if args.matrix {
+        return matrix::matrix(args);
+    }
     for p in &args.precision {
         if p != "f64" && p != "f32" {
             bail!("--precision: unknown precision {p:?} (use f64 and/or f32)");

@@ -38,7 +38,8 @@ enum Command {
         #[arg(long, default_value = "out")]
         out: PathBuf,
     },
-    /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration.
+    /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
+    /// (--matrix: every sampler x estimator).
     Bench(bench::BenchArgs),
     /// Reproduce a paper's experiment (tables in docs/experiments/).
     Experiment {

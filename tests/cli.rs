@@ -554,3 +554,85 @@ fn a_scheduled_run_records_its_schedule() {
     let dir = setup(NPY_DATA, LOGISTIC, &full);
     assert_fails_with(dir.path(), &["with_replacement", "full"]);
 }
+
+#[test]
+fn bench_matrix_has_one_row_per_sampler_and_estimator() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sgmcmc(
+        &[
+            "bench",
+            "--matrix",
+            "--rows",
+            "2000",
+            "--seconds",
+            "0.01",
+            "--repeats",
+            "1",
+            "--json",
+            "matrix.json",
+        ],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.path().join("matrix.json")).expect("JSON written");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let names = |key: &str| -> Vec<String> {
+        report[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (samplers, estimators) = (names("samplers"), names("estimators"));
+    for s in ["SGLD", "pSGLD", "SGHMC", "SGNHT", "BAOAB", "BADODAB"] {
+        assert!(samplers.iter().any(|x| x == s), "{s} missing: {samplers:?}");
+    }
+    assert_eq!(estimators, ["minibatch", "control variates", "SVRG"]);
+    assert_eq!(report["batch"], 20);
+    assert_eq!(report["svrg_update_rate"], 100);
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), samplers.len() * estimators.len());
+    let positive = |v: &serde_json::Value| v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0);
+    for s in &samplers {
+        for e in &estimators {
+            let matching: Vec<_> = cells
+                .iter()
+                .filter(|c| c["sampler"] == s.as_str() && c["estimator"] == e.as_str())
+                .collect();
+            assert_eq!(matching.len(), 1, "{s} x {e}");
+            let c = matching[0];
+            for key in [
+                "iterations_per_second",
+                "estimates_per_second",
+                "microseconds_per_estimate",
+                "per_estimate_vs_reference",
+            ] {
+                assert!(positive(&c[key]), "{s} x {e}: {key} = {}", c[key]);
+            }
+            assert!(
+                c["overhead_microseconds_per_iteration"]
+                    .as_f64()
+                    .unwrap()
+                    .is_finite()
+            );
+            // The printed table has the same row.
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(s.as_str()) && l.contains(e.as_str())),
+                "{s} x {e} not printed:\n{stdout}"
+            );
+        }
+    }
+    for e in report["bare_estimators"].as_array().unwrap() {
+        assert!(positive(&e["estimates_per_second"]), "{e}");
+    }
+    let sghmc = cells.iter().find(|c| c["sampler"] == "SGHMC").unwrap();
+    assert_eq!(sghmc["estimates_per_step"], 5);
+}

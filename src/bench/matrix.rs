@@ -1,0 +1,400 @@
+//! `sgmcmc bench --matrix`: iterations/s of every sampler with every gradient estimator, one
+//! chain on one thread, on the synthetic logistic data at batch 1 % of N (f64 storage).
+//!
+//! Cost model: an estimate reads n random rows of d features, O(n·d) (2n for control variates
+//! and SVRG, plus SVRG's full pass of N rows every r estimates), while a sampler's own update is
+//! O(d) per estimate. At n = 10,000 and d = 10 the estimator dominates, so every sampler should
+//! cost about what SGLD costs per estimate. The bare estimator is timed too (at the MAP, outside
+//! any sampler), so the sampler's own per-iteration cost is iteration time − L·estimate time.
+//!
+//! Every timed unit (each sampler × estimator chain, each bare estimator) is calibrated once and
+//! then timed in rounds: one block of each unit per round, `repeats` rounds, the median block
+//! rate reported. Interleaving spreads the machine's slow drifts over all units alike.
+
+use super::{block_rate, calls_per_block, median};
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use sgmcmc::config::{BatchSizeConfig, EstimatorKind, GradientConfig, SamplerConfig};
+use sgmcmc::data::synthetic;
+use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
+use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
+use sgmcmc::optim::find_map;
+use sgmcmc::optim::lbfgs::LbfgsOptions;
+use sgmcmc::pipeline::{build_estimator, build_sampler};
+use sgmcmc::rng::{ChainRng, stream};
+use sgmcmc::sampler::Sampler;
+
+/// The samplers measured, each as the inline `[sampler]` table of a run file; adding a sampler
+/// is one line. The first is the reference that ratios are taken against. Step sizes are small
+/// enough that every chain stays finite on this posterior (largest Hessian eigenvalue ≈ 10⁵)
+/// under minibatch noise; a sampler's cost does not depend on them.
+const SAMPLERS: &[(&str, &str)] = &[
+    ("SGLD", r#"kind = "sgld", step_size = 1e-7"#),
+    ("pSGLD", r#"kind = "psgld", step_size = 1e-7"#),
+    (
+        "SGHMC",
+        r#"kind = "sghmc", step_size = 1e-7, inner_steps = 5"#,
+    ),
+    ("SGNHT", r#"kind = "sgnht", step_size = 1e-9"#),
+    (
+        "BAOAB",
+        r#"kind = "baoab", step_size = 1e-4, friction = 1.0"#,
+    ),
+    ("BADODAB", r#"kind = "badodab", step_size = 1e-4"#),
+];
+
+/// The estimators measured (batch 1 % of N; control variates centred at the MAP; SVRG with the
+/// config's default update rate r = ⌈N/n⌉).
+const ESTIMATORS: &[(&str, EstimatorKind)] = &[
+    ("minibatch", EstimatorKind::Minibatch),
+    ("control variates", EstimatorKind::ControlVariates),
+    ("SVRG", EstimatorKind::Svrg),
+];
+
+/// Batch size as a fraction of N.
+const BATCH_FRACTION: f64 = 0.01;
+
+/// Seed of the synthetic data (that of the plain bench and the demo).
+const DATA_SEED: u64 = 20_211_118;
+
+/// The parsed form of one [`SAMPLERS`] entry.
+#[derive(Deserialize)]
+struct SamplerEntry {
+    sampler: SamplerConfig,
+}
+
+/// The sampler configurations of [`SAMPLERS`], validated.
+fn sampler_configs() -> Result<Vec<(&'static str, SamplerConfig)>> {
+    SAMPLERS
+        .iter()
+        .map(|&(label, table)| {
+            let entry: SamplerEntry = toml::from_str(&format!("sampler = {{ {table} }}"))
+                .with_context(|| format!("bench sampler {label}: {table}"))?;
+            build_sampler(&entry.sampler).with_context(|| format!("bench sampler {label}"))?;
+            Ok((label, entry.sampler))
+        })
+        .collect()
+}
+
+/// What one timed unit runs.
+enum Work<'m> {
+    /// A chain: `sampler.step` per call.
+    Chain {
+        sampler: Box<dyn Sampler>,
+        estimator: Box<dyn GradientEstimator + 'm>,
+    },
+    /// The estimator alone at a fixed θ: one `estimate` per call.
+    Bare {
+        estimator: Box<dyn GradientEstimator + 'm>,
+        theta: Vec<f64>,
+        out: Vec<f64>,
+    },
+}
+
+/// A timed unit with its own random stream, block length and block rates.
+struct Unit<'m> {
+    label: String,
+    work: Work<'m>,
+    rng: ChainRng,
+    calls: usize,
+    rates: Vec<f64>,
+}
+
+impl Unit<'_> {
+    fn call(&mut self) {
+        match &mut self.work {
+            Work::Chain { sampler, estimator } => sampler.step(estimator.as_mut(), &mut self.rng),
+            Work::Bare {
+                estimator,
+                theta,
+                out,
+            } => estimator.estimate(theta, out, &mut self.rng),
+        }
+    }
+
+    /// Fails loudly if the chain (or the bare estimate) is no longer finite: a diverged chain
+    /// would time NaN arithmetic, not the sampler.
+    fn check_finite(&self) -> Result<()> {
+        let (position, score) = match &self.work {
+            Work::Chain { sampler, .. } => (sampler.position(), sampler.score()),
+            Work::Bare { theta, out, .. } => (theta.as_slice(), out.as_slice()),
+        };
+        if position.iter().chain(score).all(|v| v.is_finite()) {
+            Ok(())
+        } else {
+            bail!(
+                "bench --matrix: {}: the position or score is not finite after a timed block \
+                 (the step size in the bench's sampler list is too large)",
+                self.label
+            )
+        }
+    }
+
+    fn calibrate(&mut self, seconds: f64) -> Result<()> {
+        self.calls = calls_per_block(seconds, || self.call());
+        self.check_finite()
+    }
+
+    fn time_block(&mut self) -> Result<()> {
+        let calls = self.calls;
+        let r = block_rate(calls, || self.call());
+        self.rates.push(r);
+        self.check_finite()
+    }
+
+    fn rate(&self) -> f64 {
+        median(self.rates.clone())
+    }
+}
+
+/// One estimator timed alone.
+#[derive(Serialize)]
+struct EstimatorRow {
+    estimator: &'static str,
+    /// Per-datum gradients per estimate (`cost_per_estimate`; SVRG's full passes not included).
+    row_gradients_per_estimate: usize,
+    estimates_per_second: f64,
+    microseconds_per_estimate: f64,
+    /// Every timed block's rate (estimates/s), in round order.
+    block_rates: Vec<f64>,
+}
+
+/// One sampler × estimator chain.
+#[derive(Serialize)]
+struct CellRow {
+    sampler: &'static str,
+    estimator: &'static str,
+    config: SamplerConfig,
+    estimates_per_step: usize,
+    iterations_per_second: f64,
+    /// Every timed block's rate (iterations/s), in round order.
+    block_rates: Vec<f64>,
+    estimates_per_second: f64,
+    microseconds_per_estimate: f64,
+    /// Time per estimate over SGLD's with the same estimator.
+    per_estimate_vs_reference: f64,
+    /// Time per iteration − estimates per step × the bare estimator's time per estimate.
+    overhead_microseconds_per_iteration: f64,
+}
+
+/// The whole measurement, as `--json` writes it.
+#[derive(Serialize)]
+struct MatrixReport {
+    command: String,
+    rows: usize,
+    dim: usize,
+    batch: usize,
+    svrg_update_rate: usize,
+    storage: &'static str,
+    threads: usize,
+    seconds_per_block: f64,
+    repeats: usize,
+    reference_sampler: &'static str,
+    samplers: Vec<&'static str>,
+    estimators: Vec<&'static str>,
+    bare_estimators: Vec<EstimatorRow>,
+    cells: Vec<CellRow>,
+    worst_per_estimate_vs_reference: f64,
+}
+
+/// `sgmcmc bench --matrix`.
+pub fn matrix(args: &super::BenchArgs) -> Result<()> {
+    let samplers = sampler_configs()?;
+    let (data, _) = synthetic::logistic_regression(args.rows, args.dim, DATA_SEED);
+    let model = Glm::new(data, Bernoulli, NormalPrior::new(10.0)?, false)?;
+    let batch = BatchSize::Fraction(BATCH_FRACTION).resolve(model.num_data())?;
+    let update_rate = Svrg::new(&model, BatchSize::Count(batch), None)?.update_rate();
+    // The control-variate centre, shared by every chain (found with all threads).
+    let map = find_map(&model, &vec![0.0; model.dim()], &LbfgsOptions::default())?.theta;
+    println!(
+        "sgmcmc bench --matrix: one chain on one thread, synthetic logistic regression N = {}, d = {}, \
+         f64 storage, batch n = {batch} (1 % of N); control variates centred at the MAP; SVRG \
+         update rate r = {update_rate} (default ⌈N/n⌉); median of {} interleaved blocks of {:.2} s",
+        args.rows, args.dim, args.repeats, args.seconds
+    );
+    // One thread: SVRG's full passes would otherwise run on every core.
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let report = pool.install(|| measure(args, &model, &map, &samplers, batch, update_rate))?;
+    print_report(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).expect("report serialises");
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn measure(
+    args: &super::BenchArgs,
+    model: &dyn Model,
+    map: &[f64],
+    samplers: &[(&'static str, SamplerConfig)],
+    batch: usize,
+    update_rate: usize,
+) -> Result<MatrixReport> {
+    let gradient = |kind| GradientConfig {
+        estimator: kind,
+        batch_size: BatchSizeConfig::Fraction(BATCH_FRACTION),
+        update_rate: None,
+    };
+    let mut units = Vec::new();
+    let mut seed_stream = 0;
+    let mut next_rng = || {
+        seed_stream += 1;
+        stream(7, seed_stream)
+    };
+    // Bare estimators first, then the chains, sampler-major.
+    for &(label, kind) in ESTIMATORS {
+        let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
+        estimator.restart(map);
+        units.push(Unit {
+            label: format!("bare {label}"),
+            work: Work::Bare {
+                estimator,
+                theta: map.to_vec(),
+                out: vec![0.0; map.len()],
+            },
+            rng: next_rng(),
+            calls: 0,
+            rates: Vec::new(),
+        });
+    }
+    for (s_label, config) in samplers {
+        for &(e_label, kind) in ESTIMATORS {
+            let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
+            let mut sampler = build_sampler(config)?;
+            let mut rng = next_rng();
+            // As the runner starts a chain: the estimator restarts, then the sampler, at the MAP.
+            estimator.restart(map);
+            sampler.start(map, estimator.as_mut(), &mut rng);
+            units.push(Unit {
+                label: format!("{s_label} x {e_label}"),
+                work: Work::Chain { sampler, estimator },
+                rng,
+                calls: 0,
+                rates: Vec::new(),
+            });
+        }
+    }
+    for unit in &mut units {
+        unit.calibrate(args.seconds)?;
+    }
+    for _ in 0..args.repeats {
+        for unit in &mut units {
+            unit.time_block()?;
+        }
+    }
+
+    let bare_rates: Vec<f64> = units[..ESTIMATORS.len()].iter().map(Unit::rate).collect();
+    let bare_estimators = ESTIMATORS
+        .iter()
+        .zip(&units)
+        .zip(&bare_rates)
+        .map(|((&(label, _), unit), &r)| {
+            let Work::Bare { estimator, .. } = &unit.work else {
+                unreachable!("bare units come first")
+            };
+            EstimatorRow {
+                estimator: label,
+                row_gradients_per_estimate: estimator.cost_per_estimate(),
+                estimates_per_second: r,
+                microseconds_per_estimate: 1e6 / r,
+                block_rates: unit.rates.clone(),
+            }
+        })
+        .collect();
+    let mut cells: Vec<CellRow> = Vec::new();
+    let chain_units = units[ESTIMATORS.len()..].chunks(ESTIMATORS.len());
+    for ((s_label, config), row_units) in samplers.iter().zip(chain_units) {
+        for (e, unit) in row_units.iter().enumerate() {
+            let Work::Chain { sampler, .. } = &unit.work else {
+                unreachable!("chain units follow the bare ones")
+            };
+            let l = sampler.estimates_per_step();
+            let it_s = unit.rate();
+            let per_estimate = 1.0 / (it_s * l as f64);
+            // The reference is the first sampler, whose cells come first.
+            let reference = cells
+                .get(e)
+                .map_or(per_estimate, |c: &CellRow| 1.0 / c.estimates_per_second);
+            cells.push(CellRow {
+                sampler: s_label,
+                estimator: ESTIMATORS[e].0,
+                config: config.clone(),
+                estimates_per_step: l,
+                iterations_per_second: it_s,
+                block_rates: unit.rates.clone(),
+                estimates_per_second: it_s * l as f64,
+                microseconds_per_estimate: 1e6 * per_estimate,
+                per_estimate_vs_reference: per_estimate / reference,
+                overhead_microseconds_per_iteration: 1e6 * (1.0 / it_s - l as f64 / bare_rates[e]),
+            });
+        }
+    }
+    let worst = cells
+        .iter()
+        .map(|c| c.per_estimate_vs_reference)
+        .fold(f64::NEG_INFINITY, f64::max);
+    Ok(MatrixReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        rows: args.rows,
+        dim: args.dim,
+        batch,
+        svrg_update_rate: update_rate,
+        storage: "f64",
+        threads: 1,
+        seconds_per_block: args.seconds,
+        repeats: args.repeats,
+        reference_sampler: samplers[0].0,
+        samplers: samplers.iter().map(|s| s.0).collect(),
+        estimators: ESTIMATORS.iter().map(|e| e.0).collect(),
+        bare_estimators,
+        cells,
+        worst_per_estimate_vs_reference: worst,
+    })
+}
+
+fn print_report(r: &MatrixReport) {
+    println!(
+        "\n{:<17} {:>17} {:>13} {:>12}",
+        "bare estimator", "rows per estimate", "estimates/s", "µs/estimate"
+    );
+    for e in &r.bare_estimators {
+        println!(
+            "{:<17} {:>17} {:>13.0} {:>12.2}",
+            e.estimator,
+            e.row_gradients_per_estimate,
+            e.estimates_per_second,
+            e.microseconds_per_estimate
+        );
+    }
+    println!(
+        "\n{:<8} {:<17} {:>2} {:>10} {:>12} {:>12} {:>13} {:>21}",
+        "sampler",
+        "estimator",
+        "L",
+        "it/s",
+        "estimates/s",
+        "µs/estimate",
+        format!("vs {} /est", r.reference_sampler),
+        "sampler overhead µs/it"
+    );
+    for c in &r.cells {
+        println!(
+            "{:<8} {:<17} {:>2} {:>10.0} {:>12.0} {:>12.2} {:>12.2}x {:>21.2}",
+            c.sampler,
+            c.estimator,
+            c.estimates_per_step,
+            c.iterations_per_second,
+            c.estimates_per_second,
+            c.microseconds_per_estimate,
+            c.per_estimate_vs_reference,
+            c.overhead_microseconds_per_iteration
+        );
+    }
+    println!(
+        "\nworst time per estimate relative to {} with the same estimator: {:.2}x",
+        r.reference_sampler, r.worst_per_estimate_vs_reference
+    );
+}
