@@ -633,6 +633,11 @@ fn bench_matrix_has_one_row_per_sampler_and_estimator() {
     for e in report["bare_estimators"].as_array().unwrap() {
         assert!(positive(&e["estimates_per_second"]), "{e}");
     }
+    let alone = report["samplers_alone"].as_array().unwrap();
+    assert_eq!(alone.len(), samplers.len());
+    for a in alone {
+        assert!(positive(&a["nanoseconds_per_iteration"]), "{a}");
+    }
     let sghmc = cells.iter().find(|c| c["sampler"] == "SGHMC").unwrap();
     assert_eq!(sghmc["estimates_per_step"], 5);
 }

@@ -5,7 +5,9 @@
 //! and SVRG, plus SVRG's full pass of N rows every r estimates), while a sampler's own update is
 //! O(d) per estimate. At n = 10,000 and d = 10 the estimator dominates, so every sampler should
 //! cost about what SGLD costs per estimate. The bare estimator is timed too (at the MAP, outside
-//! any sampler), so the sampler's own per-iteration cost is iteration time − L·estimate time.
+//! any sampler), so the sampler's own per-iteration cost is iteration time − L·estimate time;
+//! that difference of two noisy times resolves only a few per cent of an estimate, so each
+//! sampler is also timed alone, on a stub score −θ (a standard normal target, O(d)).
 //!
 //! Every timed unit (each sampler × estimator chain, each bare estimator) is calibrated once and
 //! then timed in rounds: one block of each unit per round, `repeats` rounds, the median block
@@ -35,7 +37,7 @@ const SAMPLERS: &[(&str, &str)] = &[
         "SGHMC",
         r#"kind = "sghmc", step_size = 1e-7, inner_steps = 5"#,
     ),
-    ("SGNHT", r#"kind = "sgnht", step_size = 1e-9"#),
+    ("SGNHT", r#"kind = "sgnht", step_size = 1e-7"#),
     (
         "BAOAB",
         r#"kind = "baoab", step_size = 1e-4, friction = 1.0"#,
@@ -56,6 +58,22 @@ const BATCH_FRACTION: f64 = 0.01;
 
 /// Seed of the synthetic data (that of the plain bench and the demo).
 const DATA_SEED: u64 = 20_211_118;
+
+/// The score of N(0, I), −θ: an O(d) stand-in estimator, so that a chain on it times the
+/// sampler's own update.
+struct StandardNormalScore;
+
+impl GradientEstimator for StandardNormalScore {
+    fn estimate(&mut self, theta: &[f64], out: &mut [f64], _rng: &mut ChainRng) {
+        for (o, t) in out.iter_mut().zip(theta) {
+            *o = -t;
+        }
+    }
+
+    fn cost_per_estimate(&self) -> usize {
+        0
+    }
+}
 
 /// The parsed form of one [`SAMPLERS`] entry.
 #[derive(Deserialize)]
@@ -159,6 +177,14 @@ struct EstimatorRow {
     block_rates: Vec<f64>,
 }
 
+/// One sampler on the O(d) stub score: its own cost per iteration.
+#[derive(Serialize)]
+struct AloneRow {
+    sampler: &'static str,
+    nanoseconds_per_iteration: f64,
+    block_rates: Vec<f64>,
+}
+
 /// One sampler × estimator chain.
 #[derive(Serialize)]
 struct CellRow {
@@ -175,6 +201,8 @@ struct CellRow {
     per_estimate_vs_reference: f64,
     /// Time per iteration − estimates per step × the bare estimator's time per estimate.
     overhead_microseconds_per_iteration: f64,
+    /// The sampler alone (on the stub score), as a fraction of this chain's time per iteration.
+    alone_fraction_of_iteration: f64,
 }
 
 /// The whole measurement, as `--json` writes it.
@@ -193,6 +221,7 @@ struct MatrixReport {
     samplers: Vec<&'static str>,
     estimators: Vec<&'static str>,
     bare_estimators: Vec<EstimatorRow>,
+    samplers_alone: Vec<AloneRow>,
     cells: Vec<CellRow>,
     worst_per_estimate_vs_reference: f64,
 }
@@ -244,7 +273,7 @@ fn measure(
         seed_stream += 1;
         stream(7, seed_stream)
     };
-    // Bare estimators first, then the chains, sampler-major.
+    // Bare estimators first, then the samplers alone, then the chains, sampler-major.
     for &(label, kind) in ESTIMATORS {
         let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
         estimator.restart(map);
@@ -256,6 +285,19 @@ fn measure(
                 out: vec![0.0; map.len()],
             },
             rng: next_rng(),
+            calls: 0,
+            rates: Vec::new(),
+        });
+    }
+    for (s_label, config) in samplers {
+        let mut sampler = build_sampler(config)?;
+        let mut rng = next_rng();
+        let mut estimator: Box<dyn GradientEstimator> = Box::new(StandardNormalScore);
+        sampler.start(map, estimator.as_mut(), &mut rng);
+        units.push(Unit {
+            label: format!("{s_label} alone"),
+            work: Work::Chain { sampler, estimator },
+            rng,
             calls: 0,
             rates: Vec::new(),
         });
@@ -286,10 +328,12 @@ fn measure(
         }
     }
 
-    let bare_rates: Vec<f64> = units[..ESTIMATORS.len()].iter().map(Unit::rate).collect();
+    let (bare_units, rest) = units.split_at(ESTIMATORS.len());
+    let (alone_units, chain_units) = rest.split_at(samplers.len());
+    let bare_rates: Vec<f64> = bare_units.iter().map(Unit::rate).collect();
     let bare_estimators = ESTIMATORS
         .iter()
-        .zip(&units)
+        .zip(bare_units)
         .zip(&bare_rates)
         .map(|((&(label, _), unit), &r)| {
             let Work::Bare { estimator, .. } = &unit.work else {
@@ -304,12 +348,24 @@ fn measure(
             }
         })
         .collect();
+    let samplers_alone: Vec<AloneRow> = samplers
+        .iter()
+        .zip(alone_units)
+        .map(|((label, _), unit)| AloneRow {
+            sampler: label,
+            nanoseconds_per_iteration: 1e9 / unit.rate(),
+            block_rates: unit.rates.clone(),
+        })
+        .collect();
     let mut cells: Vec<CellRow> = Vec::new();
-    let chain_units = units[ESTIMATORS.len()..].chunks(ESTIMATORS.len());
-    for ((s_label, config), row_units) in samplers.iter().zip(chain_units) {
+    let rows = samplers
+        .iter()
+        .zip(&samplers_alone)
+        .zip(chain_units.chunks(ESTIMATORS.len()));
+    for (((s_label, config), alone), row_units) in rows {
         for (e, unit) in row_units.iter().enumerate() {
             let Work::Chain { sampler, .. } = &unit.work else {
-                unreachable!("chain units follow the bare ones")
+                unreachable!("chain units come last")
             };
             let l = sampler.estimates_per_step();
             let it_s = unit.rate();
@@ -329,6 +385,7 @@ fn measure(
                 microseconds_per_estimate: 1e6 * per_estimate,
                 per_estimate_vs_reference: per_estimate / reference,
                 overhead_microseconds_per_iteration: 1e6 * (1.0 / it_s - l as f64 / bare_rates[e]),
+                alone_fraction_of_iteration: alone.nanoseconds_per_iteration * 1e-9 * it_s,
             });
         }
     }
@@ -350,6 +407,7 @@ fn measure(
         samplers: samplers.iter().map(|s| s.0).collect(),
         estimators: ESTIMATORS.iter().map(|e| e.0).collect(),
         bare_estimators,
+        samplers_alone,
         cells,
         worst_per_estimate_vs_reference: worst,
     })
@@ -368,6 +426,10 @@ fn print_report(r: &MatrixReport) {
             e.estimates_per_second,
             e.microseconds_per_estimate
         );
+    }
+    println!("\n{:<8} {:>29}", "sampler", "alone on the O(d) stub, ns/it");
+    for a in &r.samplers_alone {
+        println!("{:<8} {:>29.0}", a.sampler, a.nanoseconds_per_iteration);
     }
     println!(
         "\n{:<8} {:<17} {:>2} {:>10} {:>12} {:>12} {:>13} {:>21}",
