@@ -253,7 +253,7 @@ pub fn resolve_schedule(
 }
 
 /// A fresh sampler as the method part of the `[sampler]` table describes (no schedule).
-fn build_method(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
+pub fn build_method(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
     let one_of = |a: Option<f64>,
                   b: Option<f64>,
                   names: &str|

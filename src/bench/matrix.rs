@@ -18,11 +18,12 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sgmcmc::config::{BatchSizeConfig, EstimatorKind, GradientConfig, SamplerConfig};
 use sgmcmc::data::synthetic;
+use sgmcmc::estimator::BatchTerms;
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
-use sgmcmc::pipeline::{build_estimator, build_sampler};
+use sgmcmc::pipeline::{build_estimator, build_method};
 use sgmcmc::rng::{ChainRng, stream};
 use sgmcmc::sampler::Sampler;
 
@@ -43,6 +44,14 @@ const SAMPLERS: &[(&str, &str)] = &[
         r#"kind = "baoab", step_size = 1e-4, friction = 1.0"#,
     ),
     ("BADODAB", r#"kind = "badodab", step_size = 1e-4"#),
+    (
+        "CCAdL",
+        r#"kind = "ccadl", step_size = 1e-4, diffusion = 1.0"#,
+    ),
+    (
+        "CCAdL-diag",
+        r#"kind = "ccadl", step_size = 1e-4, diffusion = 1.0, covariance = "diagonal""#,
+    ),
 ];
 
 /// The estimators measured (batch 1 % of N; control variates centred at the MAP; SVRG with the
@@ -73,6 +82,19 @@ impl GradientEstimator for StandardNormalScore {
     fn cost_per_estimate(&self) -> usize {
         0
     }
+
+    /// Exact, so CCAdL's covariance update (O(n·D²), part of its chain rows) is not in its
+    /// "alone" time.
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        _terms: &mut Vec<f64>,
+        rng: &mut ChainRng,
+    ) -> BatchTerms {
+        self.estimate(theta, out, rng);
+        BatchTerms::EXACT
+    }
 }
 
 /// The parsed form of one [`SAMPLERS`] entry.
@@ -88,7 +110,7 @@ fn sampler_configs() -> Result<Vec<(&'static str, SamplerConfig)>> {
         .map(|&(label, table)| {
             let entry: SamplerEntry = toml::from_str(&format!("sampler = {{ {table} }}"))
                 .with_context(|| format!("bench sampler {label}: {table}"))?;
-            build_sampler(&entry.sampler).with_context(|| format!("bench sampler {label}"))?;
+            build_method(&entry.sampler).with_context(|| format!("bench sampler {label}"))?;
             Ok((label, entry.sampler))
         })
         .collect()
@@ -266,6 +288,7 @@ fn measure(
         estimator: kind,
         batch_size: BatchSizeConfig::Fraction(BATCH_FRACTION),
         update_rate: None,
+        with_replacement: false,
     };
     let mut units = Vec::new();
     let mut seed_stream = 0;
@@ -290,7 +313,7 @@ fn measure(
         });
     }
     for (s_label, config) in samplers {
-        let mut sampler = build_sampler(config)?;
+        let mut sampler = build_method(config)?;
         let mut rng = next_rng();
         let mut estimator: Box<dyn GradientEstimator> = Box::new(StandardNormalScore);
         sampler.start(map, estimator.as_mut(), &mut rng);
@@ -305,7 +328,7 @@ fn measure(
     for (s_label, config) in samplers {
         for &(e_label, kind) in ESTIMATORS {
             let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
-            let mut sampler = build_sampler(config)?;
+            let mut sampler = build_method(config)?;
             let mut rng = next_rng();
             // As the runner starts a chain: the estimator restarts, then the sampler, at the MAP.
             estimator.restart(map);
