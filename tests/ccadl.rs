@@ -290,10 +290,11 @@ fn thermostat_equilibrium_on_gtm() {
 /// The estimator seam CCAdL relies on: `estimate_with_terms` returns the same estimate as
 /// `estimate` from the same stream (same minibatch), and its terms rebuild the random part:
 /// ĝ − ĝ(terms zeroed) = w·Σₖ tₖ. Checked for the standard, control-variate and SVRG estimators
-/// on a logistic regression, where per-datum gradients differ.
+/// on a logistic regression, where per-datum gradients differ, with a batch (600) that spans
+/// two blocks of `TERM_BLOCK` rows.
 #[test]
 fn estimate_with_terms_matches_estimate_for_every_estimator() {
-    let (x, y) = common::logistic_data(74, 500, &[1.0, -2.0, 0.5], 0.3);
+    let (x, y) = common::logistic_data(74, 1500, &[1.0, -2.0, 0.5], 0.3);
     let data = common::dataset(x, 3, Some(y), false);
     let model =
         LogisticRegression::new(data, Bernoulli, NormalPrior::new(1.0).unwrap(), true).unwrap();
@@ -307,18 +308,18 @@ fn estimate_with_terms_matches_estimate_for_every_estimator() {
     let estimators: Vec<Pair> = vec![
         (
             "minibatch",
-            Box::new(Minibatch::new(&model, BatchSize::Count(50)).unwrap()),
-            Box::new(Minibatch::new(&model, BatchSize::Count(50)).unwrap()),
+            Box::new(Minibatch::new(&model, BatchSize::Count(600)).unwrap()),
+            Box::new(Minibatch::new(&model, BatchSize::Count(600)).unwrap()),
         ),
         (
             "control variates",
-            Box::new(ControlVariates::new(&model, BatchSize::Count(50), &centre).unwrap()),
-            Box::new(ControlVariates::new(&model, BatchSize::Count(50), &centre).unwrap()),
+            Box::new(ControlVariates::new(&model, BatchSize::Count(600), &centre).unwrap()),
+            Box::new(ControlVariates::new(&model, BatchSize::Count(600), &centre).unwrap()),
         ),
         (
             "svrg",
-            Box::new(Svrg::new(&model, BatchSize::Count(50), Some(3)).unwrap()),
-            Box::new(Svrg::new(&model, BatchSize::Count(50), Some(3)).unwrap()),
+            Box::new(Svrg::new(&model, BatchSize::Count(600), Some(3)).unwrap()),
+            Box::new(Svrg::new(&model, BatchSize::Count(600), Some(3)).unwrap()),
         ),
     ];
     for (name, mut plain, mut with_terms) in estimators {
@@ -331,7 +332,13 @@ fn estimate_with_terms_matches_estimate_for_every_estimator() {
             let theta = theta0.map(|t| t + 0.05 * call as f64);
             let (mut g1, mut g2) = ([0.0; 4], [0.0; 4]);
             plain.estimate(&theta, &mut g1, &mut r1);
+            terms.clear();
             let batch = with_terms.estimate_with_terms(&theta, &mut g2, &mut terms, &mut r2);
+            assert_eq!(
+                terms.len(),
+                batch.rows * 4,
+                "{name}: every term reaches the sink"
+            );
             for (a, b) in g1.iter().zip(&g2) {
                 assert!(
                     (a - b).abs() <= 1e-9 * (1.0 + a.abs()),
@@ -342,8 +349,8 @@ fn estimate_with_terms_matches_estimate_for_every_estimator() {
                 assert_eq!(batch.rows, 0, "an SVRG refresh is exact");
                 continue;
             }
-            assert_eq!((batch.rows, batch.population), (50, 500), "{name}");
-            assert!((batch.weight - 10.0).abs() < 1e-15);
+            assert_eq!((batch.rows, batch.population), (600, 1500), "{name}");
+            assert!((batch.weight - 2.5).abs() < 1e-15);
             // The terms have spread (so CCAdL sees noise) and sum to the random part: for the
             // standard estimator, ĝ = ∇log p(θ) + w·Σ tₖ.
             let spread: f64 = terms.chunks_exact(4).map(|t| (t[0] - terms[0]).abs()).sum();

@@ -57,7 +57,7 @@ use common::{
     check, column, drive_with, from_eigen, lyapunov_doubling, matmul, pooled_mean_mcse,
     random_orthogonal, transpose,
 };
-use sgmcmc::estimator::{BatchTerms, FullBatch, GradientEstimator};
+use sgmcmc::estimator::{BatchTerms, FullBatch, GradientEstimator, TermSink};
 use sgmcmc::model::GaussianModel;
 use sgmcmc::rng::ChainRng;
 use sgmcmc::sampler::{
@@ -421,11 +421,11 @@ impl GradientEstimator for Noisy<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        terms: &mut Vec<f64>,
+        sink: &mut dyn TermSink,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         self.exact.estimate(theta, out, rng);
-        terms.resize(PSEUDO_TERMS * D, 0.0);
+        let mut terms = [0.0; PSEUDO_TERMS * D];
         let scale = (PSEUDO_TERMS as f64).sqrt();
         for row in terms.chunks_exact_mut(D) {
             for ((t, s), o) in row.iter_mut().zip(&self.sd).zip(out.iter_mut()) {
@@ -433,6 +433,7 @@ impl GradientEstimator for Noisy<'_> {
                 *o += *t;
             }
         }
+        sink.add_rows(&mut terms);
         BatchTerms {
             rows: PSEUDO_TERMS,
             weight: 1.0,

@@ -18,8 +18,8 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sgmcmc::config::{BatchSizeConfig, EstimatorKind, GradientConfig, SamplerConfig};
 use sgmcmc::data::synthetic;
-use sgmcmc::estimator::BatchTerms;
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
+use sgmcmc::estimator::{BatchTerms, TermSink};
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
@@ -89,7 +89,7 @@ impl GradientEstimator for StandardNormalScore {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        _terms: &mut Vec<f64>,
+        _sink: &mut dyn TermSink,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         self.estimate(theta, out, rng);

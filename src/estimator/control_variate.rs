@@ -10,7 +10,7 @@
 
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
-    add_weighted_rows,
+    TERM_BLOCK, TermSink, stream_terms,
 };
 use crate::model::{DataIndex, Model, Scratch};
 use crate::rng::ChainRng;
@@ -26,7 +26,8 @@ pub struct ControlVariates<'m> {
     centre_lik_score: Vec<f64>,
     subsampler: Subsampler,
     scratch: Scratch,
-    /// Per-datum gradients at the centre (n × D), for `estimate_with_terms`.
+    /// One block of terms, and of per-datum gradients at the centre (`estimate_with_terms`).
+    terms: Vec<f64>,
     centre_terms: Vec<f64>,
 }
 
@@ -60,6 +61,7 @@ impl<'m> ControlVariates<'m> {
             centre_lik_score: vec![0.0; model.dim()],
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
+            terms: Vec::new(),
             centre_terms: Vec::new(),
         })
     }
@@ -121,12 +123,12 @@ impl GradientEstimator for ControlVariates<'_> {
     }
 
     /// Terms tₖ = ∇log p(x_{Sₖ} | θ) − ∇log p(x_{Sₖ} | θ̂), weight N/n; with n = N the whole
-    /// data set is used and the estimate is exact, so no terms are reported.
+    /// data set is used and the estimate is exact, so no terms are passed.
     fn estimate_with_terms(
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        terms: &mut Vec<f64>,
+        sink: &mut dyn TermSink,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         let population = self.subsampler.len();
@@ -135,25 +137,27 @@ impl GradientEstimator for ControlVariates<'_> {
             return BatchTerms::EXACT;
         }
         let d = theta.len();
-        terms.resize(self.batch * d, 0.0);
-        self.centre_terms.resize(self.batch * d, 0.0);
         out.copy_from_slice(&self.centre_lik_score);
         self.model.add_grad_log_prior(theta, out);
         let batch = self.subsampler.batch(self.batch, rng);
-        self.model
-            .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
-        self.model.grad_log_lik_each(
-            &self.centre,
-            batch,
-            &mut self.centre_terms,
-            &mut self.scratch,
-        );
-        terms
-            .iter_mut()
-            .zip(&self.centre_terms)
-            .for_each(|(t, c)| *t -= c);
         let weight = population as f64 / self.batch as f64;
-        add_weighted_rows(terms, d, weight, out);
+        let (model, centre, scratch) = (self.model, &self.centre, &mut self.scratch);
+        let at_centre = &mut self.centre_terms;
+        at_centre.resize(TERM_BLOCK * d, 0.0);
+        stream_terms(
+            batch,
+            d,
+            weight,
+            out,
+            &mut self.terms,
+            sink,
+            |block, rows| {
+                let c = &mut at_centre[..rows.len()];
+                model.grad_log_lik_each(theta, block, rows, scratch);
+                model.grad_log_lik_each(centre, block, c, scratch);
+                rows.iter_mut().zip(c.iter()).for_each(|(t, c)| *t -= c);
+            },
+        );
         BatchTerms {
             rows: self.batch,
             weight,

@@ -5,7 +5,7 @@
 
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
-    add_weighted_rows,
+    TermSink, stream_terms,
 };
 use crate::model::{Model, Scratch};
 use crate::rng::ChainRng;
@@ -18,6 +18,8 @@ pub struct Minibatch<'m> {
     subsampler: Subsampler,
     scratch: Scratch,
     full: Option<FullDataEvaluator<'m>>,
+    /// One block of per-datum terms (for `estimate_with_terms`).
+    terms: Vec<f64>,
 }
 
 impl<'m> Minibatch<'m> {
@@ -32,6 +34,7 @@ impl<'m> Minibatch<'m> {
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
             full,
+            terms: Vec::new(),
         })
     }
 
@@ -71,23 +74,28 @@ impl GradientEstimator for Minibatch<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        terms: &mut Vec<f64>,
+        sink: &mut dyn TermSink,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         if let Some(full) = &mut self.full {
             full.grad_log_posterior(theta, out);
             return BatchTerms::EXACT;
         }
-        let d = theta.len();
-        terms.resize(self.batch * d, 0.0);
         out.fill(0.0);
         self.model.add_grad_log_prior(theta, out);
         let population = self.subsampler.len();
         let weight = population as f64 / self.batch as f64;
         let batch = self.subsampler.batch(self.batch, rng);
-        self.model
-            .grad_log_lik_each(theta, batch, terms, &mut self.scratch);
-        add_weighted_rows(terms, d, weight, out);
+        let (model, scratch) = (self.model, &mut self.scratch);
+        stream_terms(
+            batch,
+            theta.len(),
+            weight,
+            out,
+            &mut self.terms,
+            sink,
+            |block, rows| model.grad_log_lik_each(theta, block, rows, scratch),
+        );
         BatchTerms {
             rows: self.batch,
             weight,

@@ -3,6 +3,7 @@
 
 use super::{
     BatchSize, BatchTerms, ControlVariates, EstimatorError, FullDataEvaluator, GradientEstimator,
+    TermSink,
 };
 use crate::model::Model;
 use crate::rng::ChainRng;
@@ -99,13 +100,13 @@ impl GradientEstimator for Svrg<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        terms: &mut Vec<f64>,
+        sink: &mut dyn TermSink,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         if self.refresh_if_due(theta, out) {
             BatchTerms::EXACT
         } else {
-            self.cv.estimate_with_terms(theta, out, terms, rng)
+            self.cv.estimate_with_terms(theta, out, sink, rng)
         }
     }
 

@@ -204,19 +204,40 @@ impl<F: Family> Glm<F> {
         total
     }
 
-    fn each_kernel<T: Element>(
+    /// Per-datum log-likelihoods (`out[k]`) over `batch`.
+    fn log_lik_kernel<T: Element>(
         &self,
         x: &Matrix<T>,
         theta: &[f64],
         batch: &[DataIndex],
-        mut log_lik: Option<&mut [f64]>,
-        mut grads: Option<&mut [f64]>,
-    ) -> f64 {
+        out: &mut [f64],
+    ) {
+        let (w, b, extra) = self.split(theta);
+        for (k, &i) in batch.iter().enumerate() {
+            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
+                x.prefetch_row(ahead as usize);
+            }
+            let i = i as usize;
+            let z = dot(x.row(i), w) + b;
+            out[k] = self.family.log_lik(self.targets[i], z, extra);
+        }
+    }
+
+    /// Per-datum gradients over `batch`: row k of `out` (batch.len() × D) is
+    /// ∇log p(y_{batch[k]} | x, θ) = r·(x, 1, ∂extra) with r = ∂log p/∂z, written directly (no
+    /// zero fill), one pass over the rows.
+    fn grads_kernel<T: Element>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+    ) {
         let d = x.cols();
         let dim = theta.len();
         let (w, b, extra) = self.split(theta);
-        let mut total = 0.0;
-        for (k, &i) in batch.iter().enumerate() {
+        let e0 = d + usize::from(self.intercept);
+        for ((k, &i), g) in batch.iter().enumerate().zip(out.chunks_exact_mut(dim)) {
             if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
                 x.prefetch_row(ahead as usize);
             }
@@ -224,25 +245,20 @@ impl<F: Family> Glm<F> {
             let row = x.row(i);
             let z = dot(row, w) + b;
             let y = self.targets[i];
-            if let Some(out) = log_lik.as_deref_mut() {
-                let l = self.family.log_lik(y, z, extra);
-                out[k] = l;
-                total += l;
+            let r = self.family.dlog_lik_dz(y, z, extra);
+            let (gw, rest) = g.split_at_mut(d);
+            for (gj, &xj) in gw.iter_mut().zip(row) {
+                *gj = r * xj.to_f64();
             }
-            if let Some(out) = grads.as_deref_mut() {
-                let g = &mut out[k * dim..(k + 1) * dim];
-                g.fill(0.0);
-                let r = self.family.dlog_lik_dz(y, z, extra);
-                axpy(r, row, &mut g[..d]);
-                if self.intercept {
-                    g[d] = r;
-                }
-                let e0 = d + usize::from(self.intercept);
-                self.family
-                    .add_dlog_lik_dextra(y, z, extra, 1.0, &mut g[e0..]);
+            if self.intercept {
+                rest[0] = r;
+            }
+            let ge = &mut g[e0..];
+            if !ge.is_empty() {
+                ge.fill(0.0);
+                self.family.add_dlog_lik_dextra(y, z, extra, 1.0, ge);
             }
         }
-        total
     }
 }
 
@@ -291,7 +307,7 @@ impl<F: Family> Model for Glm<F> {
 
     fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _s: &mut Scratch) {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.each_kernel(x, theta, batch, Some(out), None));
+        with_features!(self, x => self.log_lik_kernel(x, theta, batch, out));
     }
 
     fn grad_log_lik_each(
@@ -302,7 +318,7 @@ impl<F: Family> Model for Glm<F> {
         _s: &mut Scratch,
     ) {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.each_kernel(x, theta, batch, None, Some(out)));
+        with_features!(self, x => self.grads_kernel(x, theta, batch, out));
     }
 
     fn add_grad_log_lik(

@@ -91,8 +91,6 @@ pub struct Ccadl {
     /// ξ.
     xi: f64,
     state: ChainState,
-    /// Per-datum terms of the cached estimate's minibatch (centred by the covariance update).
-    terms: Vec<f64>,
     /// What the cached estimate used.
     batch: BatchTerms,
     covariance: NoiseCovariance,
@@ -124,7 +122,6 @@ impl Ccadl {
             p: Vec::new(),
             xi: settings.diffusion,
             state: ChainState::default(),
-            terms: Vec::new(),
             batch: BatchTerms::EXACT,
             covariance: NoiseCovariance::new(CovarianceShape::Full, None),
             matrix_function: None,
@@ -156,9 +153,10 @@ impl Ccadl {
     /// Recompute the cached estimate at θ with its per-datum terms and fold them into Î.
     fn refresh(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         let state = &mut self.state;
+        self.covariance.begin();
         self.batch =
-            estimator.estimate_with_terms(&state.theta, &mut state.grad, &mut self.terms, rng);
-        self.covariance.update(&mut self.terms, self.batch);
+            estimator.estimate_with_terms(&state.theta, &mut state.grad, &mut self.covariance, rng);
+        self.covariance.finish();
     }
 
     /// The friction step: p ← p − h·ξ·p − c·Î·p (explicit), or p ← exp(−h·Γ)·p with

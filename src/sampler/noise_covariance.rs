@@ -5,12 +5,14 @@
 //!
 //! V(θₜ) = (1/(n − 1))·Σₖ (tₖ − t̄)(tₖ − t̄)ᵀ,   Îₜ = (1 − κₜ)·Îₜ₋₁ + κₜ·V(θₜ),
 //!
+//! with the terms received block by block as a [`TermSink`] (one pass, merged moments),
+//!
 //! with κₜ = 1/t (the running mean of every V since the start) or a constant κ (an exponential
 //! moving average, `ccadl_kappa_constant`). The noise covariance of the estimate is then
 //! Σ̂ = s·Î with s from [`BatchTerms::noise_scale`]. The diagonal shape keeps only diag(V) and
 //! diag(Î): O(n·D) work and O(D) memory instead of O(n·D²) and O(D²).
 
-use crate::estimator::BatchTerms;
+use crate::estimator::TermSink;
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::evd::{self, ComputeEigenvectors};
 use faer::linalg::matmul::matmul;
@@ -34,8 +36,14 @@ pub struct NoiseCovariance {
     updates: usize,
     /// Î: D values (diagonal) or D² column-major (full; symmetric).
     estimate: Vec<f64>,
-    /// t̄ of the current minibatch.
+    /// Rows seen of the current batch, their mean t̄ and centred second moments
+    /// M₂ = Σ (t − t̄)(t − t̄)ᵀ (diagonal or full, as `estimate`), merged block by block (Chan,
+    /// Golub & LeVeque 1979), so a batch is read once, from cache.
+    count: usize,
     mean: Vec<f64>,
+    m2: Vec<f64>,
+    /// The current block's mean.
+    block_mean: Vec<f64>,
 }
 
 impl NoiseCovariance {
@@ -48,7 +56,10 @@ impl NoiseCovariance {
             dim: 0,
             updates: 0,
             estimate: Vec::new(),
+            count: 0,
             mean: Vec::new(),
+            m2: Vec::new(),
+            block_mean: Vec::new(),
         }
     }
 
@@ -67,8 +78,13 @@ impl NoiseCovariance {
         };
         self.estimate.clear();
         self.estimate.resize(len, 0.0);
+        self.m2.clear();
+        self.m2.resize(len, 0.0);
         self.mean.clear();
         self.mean.resize(dim, 0.0);
+        self.block_mean.clear();
+        self.block_mean.resize(dim, 0.0);
+        self.count = 0;
     }
 
     /// Number of updates since the last reset (t).
@@ -90,50 +106,31 @@ impl NoiseCovariance {
         }
     }
 
-    /// Fold in V from the `batch.rows × D` row-major `terms` (centred in place): Î ← (1 − κ)Î +
-    /// κV. A batch of fewer than 2 rows (e.g. an exact estimate) contributes V = 0.
-    pub fn update(&mut self, terms: &mut [f64], batch: BatchTerms) {
-        let d = self.dim;
+    /// Start collecting the terms of a new estimate (see [`TermSink`]).
+    pub fn begin(&mut self) {
+        self.count = 0;
+        self.mean.fill(0.0);
+        self.m2.fill(0.0);
+    }
+
+    /// Fold the collected batch into the estimate: V = M₂/(n − 1), Î ← (1 − κ)Î + κV. A batch
+    /// of fewer than 2 rows (e.g. an exact estimate) contributes V = 0.
+    pub fn finish(&mut self) {
         self.updates += 1;
         let kappa = self.kappa.unwrap_or(1.0 / self.updates as f64);
-        let n = batch.rows;
-        if n < 2 {
-            self.estimate.iter_mut().for_each(|e| *e *= 1.0 - kappa);
-            return;
-        }
-        let terms = &mut terms[..n * d];
-        self.mean.fill(0.0);
-        for row in terms.chunks_exact(d) {
-            self.mean.iter_mut().zip(row).for_each(|(m, r)| *m += r);
-        }
-        self.mean.iter_mut().for_each(|m| *m /= n as f64);
-        for row in terms.chunks_exact_mut(d) {
-            row.iter_mut().zip(&self.mean).for_each(|(r, m)| *r -= m);
-        }
-        let weight = kappa / (n - 1) as f64;
-        match self.shape {
-            CovarianceShape::Diagonal => {
-                self.estimate.iter_mut().for_each(|e| *e *= 1.0 - kappa);
-                for row in terms.chunks_exact(d) {
-                    self.estimate
-                        .iter_mut()
-                        .zip(row)
-                        .for_each(|(e, r)| *e += weight * r * r);
-                }
-            }
-            CovarianceShape::Full => {
-                // Î ← (1 − κ)·Î + (κ/(n − 1))·GᵀG, G the centred n × D block (row-major, i.e.
-                // Gᵀ is a column-major D × n matrix).
-                let g_t = MatRef::from_column_major_slice(terms, d, n);
-                let mut est = MatMut::from_column_major_slice_mut(&mut self.estimate, d, d);
-                for j in 0..d {
-                    for i in 0..d {
-                        est[(i, j)] *= 1.0 - kappa;
-                    }
-                }
-                matmul(est, Accum::Add, g_t, g_t.transpose(), weight, Par::Seq);
-            }
-        }
+        let n = self.count;
+        let weight = if n < 2 { 0.0 } else { kappa / (n - 1) as f64 };
+        self.estimate
+            .iter_mut()
+            .zip(&self.m2)
+            .for_each(|(e, m)| *e = (1.0 - kappa) * *e + weight * m);
+    }
+
+    /// [`Self::begin`], all of the `n × D` row-major `terms` at once, [`Self::finish`].
+    pub fn update(&mut self, terms: &mut [f64]) {
+        self.begin();
+        self.add_rows(terms);
+        self.finish();
     }
 
     /// `out = Î·p` (diagonal: element-wise).
@@ -153,6 +150,81 @@ impl NoiseCovariance {
                 }
             }
         }
+    }
+}
+
+impl TermSink for NoiseCovariance {
+    /// Merge a block of k rows in one pass. Each row is taken relative to a shift s (the running
+    /// mean t̄, or the block's first row for the first block), which keeps the sums free of
+    /// cancellation: with u = t − s, the block mean is s + ū and its centred moments are
+    /// Σuuᵀ − k·ūūᵀ. Then M₂ += M₂,block + δδᵀ·n·k/(n + k) and t̄ += δ·k/(n + k), with
+    /// δ = (s + ū) − t̄ (Chan, Golub & LeVeque 1979).
+    fn add_rows(&mut self, rows: &mut [f64]) {
+        let d = self.dim;
+        let k = rows.len() / d;
+        if k == 0 {
+            return;
+        }
+        if self.count == 0 {
+            self.mean.copy_from_slice(&rows[..d]);
+        }
+        // block_mean accumulates Σu; the diagonal shape also Σu² straight into m2 (with the
+        // −k·ū² correction below); the full shape shifts the rows in place for GᵀG.
+        self.block_mean.fill(0.0);
+        let shift = &self.mean;
+        match self.shape {
+            CovarianceShape::Diagonal => {
+                for row in rows.chunks_exact(d) {
+                    for (((&t, s), sum), sq) in row
+                        .iter()
+                        .zip(shift)
+                        .zip(self.block_mean.iter_mut())
+                        .zip(self.m2.iter_mut())
+                    {
+                        let u = t - s;
+                        *sum += u;
+                        *sq += u * u;
+                    }
+                }
+            }
+            CovarianceShape::Full => {
+                for row in rows.chunks_exact_mut(d) {
+                    for ((t, s), sum) in row.iter_mut().zip(shift).zip(self.block_mean.iter_mut()) {
+                        *t -= s;
+                        *sum += *t;
+                    }
+                }
+                // Rows are a row-major k × D block, i.e. Gᵀ is column-major D × k.
+                let g_t = MatRef::from_column_major_slice(rows, d, k);
+                let m2 = MatMut::from_column_major_slice_mut(&mut self.m2, d, d);
+                matmul(m2, Accum::Add, g_t, g_t.transpose(), 1.0, Par::Seq);
+            }
+        }
+        let (n, kf) = (self.count as f64, k as f64);
+        // ū, then the corrections: −k·ūūᵀ (centring the block) + δδᵀ·nk/(n + k) (merging),
+        // where δ = ū because the shift is the running mean (for the first block n = 0).
+        self.block_mean.iter_mut().for_each(|u| *u /= kf);
+        let ubar = &self.block_mean;
+        let c = n * kf / (n + kf) - kf;
+        match self.shape {
+            CovarianceShape::Diagonal => {
+                self.m2
+                    .iter_mut()
+                    .zip(ubar)
+                    .for_each(|(m, u)| *m += c * u * u);
+            }
+            CovarianceShape::Full => {
+                for (j, col) in self.m2.chunks_exact_mut(d).enumerate() {
+                    let cj = c * ubar[j];
+                    col.iter_mut().zip(ubar).for_each(|(m, ui)| *m += cj * ui);
+                }
+            }
+        }
+        self.mean
+            .iter_mut()
+            .zip(ubar)
+            .for_each(|(m, u)| *m += u * kf / (n + kf));
+        self.count += k;
     }
 }
 
@@ -261,11 +333,6 @@ mod tests {
         full.reset(d);
         diag.reset(d);
         let mut sum = vec![0.0; d * d];
-        let batch = BatchTerms {
-            rows: n,
-            weight: 10.0,
-            population: 70,
-        };
         for t in 1..=5 {
             let rows: Vec<Vec<f64>> = (0..n)
                 .map(|k| {
@@ -277,8 +344,13 @@ mod tests {
             let v = brute_force_v(&rows);
             sum.iter_mut().zip(&v).for_each(|(s, v)| *s += v);
             let flat: Vec<f64> = rows.concat();
-            full.update(&mut flat.clone(), batch);
-            diag.update(&mut flat.clone(), batch);
+            // The full shape in blocks of 3 rows (merged), the diagonal in one.
+            full.begin();
+            for block in flat.clone().chunks_mut(3 * d) {
+                full.add_rows(block);
+            }
+            full.finish();
+            diag.update(&mut flat.clone());
             for (e, s) in full.estimate().iter().zip(&sum) {
                 assert!(
                     (e - s / t as f64).abs() < 1e-12,
@@ -304,14 +376,9 @@ mod tests {
     fn constant_kappa_is_an_exponential_moving_average_and_small_batches_add_zero() {
         let mut c = NoiseCovariance::new(CovarianceShape::Diagonal, Some(0.25));
         c.reset(1);
-        let batch = BatchTerms {
-            rows: 2,
-            weight: 1.0,
-            population: 2,
-        };
-        c.update(&mut [0.0, 2.0], batch); // V = 2
+        c.update(&mut [0.0, 2.0]); // V = 2
         assert!((c.estimate()[0] - 0.5).abs() < 1e-15);
-        c.update(&mut [], BatchTerms::EXACT); // V = 0
+        c.update(&mut []); // V = 0
         assert!((c.estimate()[0] - 0.375).abs() < 1e-15);
     }
 
