@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{dataset, features, from_eigen, logistic_data, mean, normals, random_orthogonal};
+use common::{
+    dataset, draw_estimates, features, from_eigen, logistic_data, mean, normals, random_orthogonal,
+};
 use rand::Rng;
 use sgmcmc::estimator::{BatchSize, EstimatorError, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::model::{
@@ -31,22 +33,6 @@ fn gaussian_model(n: usize) -> GaussianModel {
         .map(|v| 0.5 + 2.0 * v)
         .collect();
     GaussianModel::new(features(x, 3), &cov, 4.0).unwrap()
-}
-
-/// `reps` estimates at `theta`, row-major reps × D.
-fn draw_estimates(
-    est: &mut dyn GradientEstimator,
-    theta: &[f64],
-    reps: usize,
-    seed: u64,
-) -> Vec<f64> {
-    let d = theta.len();
-    let mut rng = stream(seed, 0);
-    let mut out = vec![0.0; reps * d];
-    for row in out.chunks_exact_mut(d) {
-        est.estimate(theta, row, &mut rng);
-    }
-    out
 }
 
 fn full_gradient(model: &dyn Model, theta: &[f64]) -> Vec<f64> {

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Section21, dataset, features, logistic_data, mean, normals, pooled_mean_mcse, section_2_1,
+    Section21, dataset, draw_estimates, features, logistic_data, mean, normals, pooled_mean_mcse,
+    section_2_1,
 };
 use rand::Rng;
 use sgmcmc::estimator::{
@@ -61,22 +62,6 @@ fn full_gradient(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
 
 fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// `reps` estimates at `theta`, row-major reps × D.
-fn draw_estimates(
-    est: &mut dyn GradientEstimator,
-    theta: &[f64],
-    reps: usize,
-    seed: u64,
-) -> Vec<f64> {
-    let d = theta.len();
-    let mut rng = stream(seed, 0);
-    let mut out = vec![0.0; reps * d];
-    for row in out.chunks_exact_mut(d) {
-        est.estimate(theta, row, &mut rng);
-    }
-    out
 }
 
 /// `reps` SVRG estimates at `theta`, with every refresh call (i ≡ 0 mod r) made at `centre`, so

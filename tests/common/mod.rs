@@ -408,3 +408,19 @@ where
 pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
+
+/// `reps` estimates at `theta` from stream 0 of `seed`, row-major reps × D.
+pub fn draw_estimates(
+    est: &mut dyn GradientEstimator,
+    theta: &[f64],
+    reps: usize,
+    seed: u64,
+) -> Vec<f64> {
+    let d = theta.len();
+    let mut rng = stream(seed, 0);
+    let mut out = vec![0.0; reps * d];
+    for row in out.chunks_exact_mut(d) {
+        est.estimate(theta, row, &mut rng);
+    }
+    out
+}
