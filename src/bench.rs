@@ -45,6 +45,10 @@ pub struct BenchArgs {
     /// and each sampler's cost per estimate relative to SGLD.
     #[arg(long, conflicts_with_all = ["batches", "precision"])]
     matrix: bool,
+    /// With --matrix: only these samplers (labels as printed, comma-separated); SGLD, the
+    /// reference, is always measured.
+    #[arg(long, value_delimiter = ',', requires = "matrix")]
+    samplers: Vec<String>,
     /// With --matrix: also write the table as JSON to this file.
     #[arg(long, requires = "matrix")]
     json: Option<PathBuf>,

@@ -8,8 +8,8 @@ use common::{
 };
 use sgmcmc::data::DataError;
 use sgmcmc::model::{
-    Bernoulli, DataIndex, GaussianModel, LinearRegression, LogisticRegression, Model, ModelError,
-    NoiseModel, Normal, NormalPrior, Scratch,
+    Bernoulli, CovarianceShape, DataIndex, GaussianModel, LinearRegression, LogisticRegression,
+    Model, ModelError, NoiseModel, Normal, NormalPrior, Scratch, TermMoments,
 };
 
 /// Central difference of `f` at `theta` in every coordinate, h = 1e-5·max(1, |θⱼ|).
@@ -142,6 +142,102 @@ fn check_model(model: &dyn Model, theta: &[f64], batch: &[DataIndex], label: &st
         "{label}: log_lik_and_add_grad value {value} vs Σ log_lik_each {total}"
     );
     assert!(value.is_finite() && total.is_finite());
+
+    // Per-datum terms with their moments (CCAdL), plain and against a centre θ̂.
+    let centre: Vec<f64> = theta.iter().map(|t| 0.9 * t + 0.05).collect();
+    let mut each_centre = vec![f64::NAN; batch.len() * d];
+    model.grad_log_lik_each(&centre, batch, &mut each_centre, &mut scratch);
+    let differences: Vec<f64> = each.iter().zip(&each_centre).map(|(a, b)| a - b).collect();
+    check_terms(model, theta, None, batch, &each, label);
+    check_terms(model, theta, Some(&centre), batch, &differences, label);
+}
+
+/// `add_grad_log_lik_terms` against the explicit terms (`rows`, batch.len() × D): the weighted
+/// gradient, and the term count, sum and centred second moments in both shapes, accumulated on
+/// top of an earlier batch (whose terms must not leak into the gradient).
+fn check_terms(
+    model: &dyn Model,
+    theta: &[f64],
+    centre: Option<&[f64]>,
+    batch: &[DataIndex],
+    rows: &[f64],
+    label: &str,
+) {
+    let d = model.dim();
+    let label = format!(
+        "{label}: add_grad_log_lik_terms (centre {})",
+        centre.is_some()
+    );
+    let n = batch.len() as f64;
+    let mean: Vec<f64> = (0..d)
+        .map(|j| rows.chunks_exact(d).map(|r| r[j]).sum::<f64>() / n)
+        .collect();
+    let mut m2 = vec![0.0; d * d];
+    for r in rows.chunks_exact(d) {
+        for j in 0..d {
+            for i in 0..d {
+                m2[i + d * j] += (r[i] - mean[i]) * (r[j] - mean[j]);
+            }
+        }
+    }
+    let want_grad: Vec<f64> = mean.iter().map(|m| -2.75 * m * n).collect();
+    let mut scratch = Scratch::new();
+    for shape in [CovarianceShape::Full, CovarianceShape::Diagonal] {
+        let mut moments = TermMoments::new(shape, d);
+        // An earlier batch sets the shift; then the batch under test.
+        let mut sink = vec![0.0; d];
+        model.add_grad_log_lik_terms(
+            theta,
+            centre,
+            &batch[..1],
+            1.0,
+            &mut sink,
+            &mut moments,
+            &mut scratch,
+        );
+        moments.recentre();
+        moments.begin();
+        let mut grad = vec![1.0; d];
+        model.add_grad_log_lik_terms(
+            theta,
+            centre,
+            batch,
+            -2.75,
+            &mut grad,
+            &mut moments,
+            &mut scratch,
+        );
+        grad.iter_mut().for_each(|g| *g -= 1.0);
+        assert_close(
+            &grad,
+            &want_grad,
+            REORDER_REL,
+            &format!("{label}: gradient"),
+        );
+        assert_eq!(moments.count(), batch.len(), "{label}: count");
+        let mut sum = vec![0.0; d];
+        moments.sum_of_terms(&mut sum);
+        let want_sum: Vec<f64> = mean.iter().map(|m| m * n).collect();
+        assert_close(&sum, &want_sum, REORDER_REL, &format!("{label}: Σ terms"));
+        let got_len = if shape == CovarianceShape::Full {
+            d * d
+        } else {
+            d
+        };
+        let mut got = vec![0.0; got_len];
+        moments.add_centred_second_moments(1.0, &mut got);
+        let want: Vec<f64> = if shape == CovarianceShape::Full {
+            m2.clone()
+        } else {
+            (0..d).map(|j| m2[j + d * j]).collect()
+        };
+        assert_close(
+            &got,
+            &want,
+            REORDER_REL,
+            &format!("{label}: {shape:?} moments"),
+        );
+    }
 }
 
 /// The full index set and a shuffled batch with a repeated index.

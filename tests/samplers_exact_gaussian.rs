@@ -57,8 +57,8 @@ use common::{
     check, column, drive_with, from_eigen, lyapunov_doubling, matmul, pooled_mean_mcse,
     random_orthogonal, transpose,
 };
-use sgmcmc::estimator::{BatchTerms, FullBatch, GradientEstimator, TermSink};
-use sgmcmc::model::GaussianModel;
+use sgmcmc::estimator::{BatchTerms, FullBatch, GradientEstimator};
+use sgmcmc::model::{GaussianModel, TermMoments};
 use sgmcmc::rng::ChainRng;
 use sgmcmc::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlSettings, CovarianceShape, Psgld,
@@ -421,7 +421,7 @@ impl GradientEstimator for Noisy<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         self.exact.estimate(theta, out, rng);
@@ -433,7 +433,7 @@ impl GradientEstimator for Noisy<'_> {
                 *o += *t;
             }
         }
-        sink.add_rows(&mut terms);
+        moments.add_rows(&terms);
         BatchTerms {
             rows: PSEUDO_TERMS,
             weight: 1.0,

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{col, drive_with, gtm, pooled_mean_mcse, sq_dev};
-use sgmcmc::estimator::{BatchSize, BatchTerms, FullBatch, GradientEstimator, Minibatch, TermSink};
+use sgmcmc::estimator::{BatchSize, BatchTerms, FullBatch, GradientEstimator, Minibatch};
 use sgmcmc::io::MemorySink;
-use sgmcmc::model::GaussianModel;
+use sgmcmc::model::{GaussianModel, TermMoments};
 use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal};
 use sgmcmc::runner::{Budget, Chain, NoProgress, RunError, RunSettings, run};
 use sgmcmc::sampler::{
@@ -63,11 +63,11 @@ impl<E: GradientEstimator> GradientEstimator for Counting<E> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.estimate_with_terms(theta, out, sink, rng)
+        self.inner.estimate_with_terms(theta, out, moments, rng)
     }
 }
 
@@ -614,7 +614,7 @@ impl GradientEstimator for NoiseRecorder<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        _sink: &mut dyn TermSink,
+        _moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         unimplemented!(

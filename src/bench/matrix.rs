@@ -18,9 +18,9 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sgmcmc::config::{BatchSizeConfig, EstimatorKind, GradientConfig, SamplerConfig};
 use sgmcmc::data::synthetic;
+use sgmcmc::estimator::BatchTerms;
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
-use sgmcmc::estimator::{BatchTerms, TermSink};
-use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
+use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior, TermMoments};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::pipeline::{build_estimator, build_method};
@@ -89,7 +89,7 @@ impl GradientEstimator for StandardNormalScore {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        _sink: &mut dyn TermSink,
+        _moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         self.estimate(theta, out, rng);
@@ -103,11 +103,23 @@ struct SamplerEntry {
     sampler: SamplerConfig,
 }
 
-/// The sampler configurations of [`SAMPLERS`], validated.
-fn sampler_configs() -> Result<Vec<(&'static str, SamplerConfig)>> {
+/// The sampler configurations of [`SAMPLERS`], validated: those `only` names (all if empty),
+/// always with the reference first.
+fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerConfig)>> {
+    for name in only {
+        if !SAMPLERS.iter().any(|(label, _)| label == name) {
+            let known: Vec<&str> = SAMPLERS.iter().map(|s| s.0).collect();
+            bail!(
+                "bench --matrix: unknown sampler `{name}` (known: {})",
+                known.join(", ")
+            );
+        }
+    }
     SAMPLERS
         .iter()
-        .map(|&(label, table)| {
+        .enumerate()
+        .filter(|(k, (label, _))| *k == 0 || only.is_empty() || only.iter().any(|o| o == label))
+        .map(|(_, &(label, table))| {
             let entry: SamplerEntry = toml::from_str(&format!("sampler = {{ {table} }}"))
                 .with_context(|| format!("bench sampler {label}: {table}"))?;
             build_method(&entry.sampler).with_context(|| format!("bench sampler {label}"))?;
@@ -250,7 +262,7 @@ struct MatrixReport {
 
 /// `sgmcmc bench --matrix`.
 pub fn matrix(args: &super::BenchArgs) -> Result<()> {
-    let samplers = sampler_configs()?;
+    let samplers = sampler_configs(&args.samplers)?;
     let (data, _) = synthetic::logistic_regression(args.rows, args.dim, DATA_SEED);
     let model = Glm::new(data, Bernoulli, NormalPrior::new(10.0)?, false)?;
     let batch = BatchSize::Fraction(BATCH_FRACTION).resolve(model.num_data())?;

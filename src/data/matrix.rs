@@ -359,6 +359,20 @@ pub fn validate(ds: &Dataset) -> Result<(), DataError> {
 /// Rows ahead that random-row loops prefetch.
 pub const PREFETCH_DISTANCE: usize = 16;
 
+/// Hint the CPU to start loading `slice[i]` into cache (a no-op off x86-64, or if `i` is out of
+/// range): for per-row arrays read alongside random rows, such as a model's targets.
+#[inline(always)]
+pub fn prefetch_element<T>(slice: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(element) = slice.get(i) {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is only a hint; it never faults or reads memory into the program.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((element as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (slice, i);
+}
+
 /// Sum of all values of the rows `indices` (with the same prefetching as the model kernels): the
 /// memory-bound reference loop of `sgmcmc bench`.
 pub fn gather_sum<T: Element>(m: &Matrix<T>, indices: &[u32]) -> f64 {

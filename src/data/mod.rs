@@ -16,7 +16,7 @@ pub use self::error::DataError;
 pub use self::libsvm::load_libsvm;
 pub use self::matrix::{
     Element, Matrix, PREFETCH_DISTANCE, check_finite_matrix, check_finite_targets, check_nonempty,
-    check_same_rows, gather_sum, validate, validate_finite,
+    check_same_rows, gather_sum, prefetch_element, validate, validate_finite,
 };
 pub use self::npy::{load_npy_features, load_npy_vector};
 

@@ -10,9 +10,8 @@
 
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
-    TERM_BLOCK, TermSink, stream_terms,
 };
-use crate::model::{DataIndex, Model, Scratch};
+use crate::model::{DataIndex, Model, Scratch, TermMoments};
 use crate::rng::ChainRng;
 
 /// Score estimate with a fixed centre θ̂ (normally the MAP). Unbiased for any θ̂; its variance is
@@ -26,9 +25,6 @@ pub struct ControlVariates<'m> {
     centre_lik_score: Vec<f64>,
     subsampler: Subsampler,
     scratch: Scratch,
-    /// One block of terms, and of per-datum gradients at the centre (`estimate_with_terms`).
-    terms: Vec<f64>,
-    centre_terms: Vec<f64>,
 }
 
 impl<'m> ControlVariates<'m> {
@@ -61,8 +57,6 @@ impl<'m> ControlVariates<'m> {
             centre_lik_score: vec![0.0; model.dim()],
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
-            terms: Vec::new(),
-            centre_terms: Vec::new(),
         })
     }
 
@@ -128,7 +122,7 @@ impl GradientEstimator for ControlVariates<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         let population = self.subsampler.len();
@@ -136,27 +130,18 @@ impl GradientEstimator for ControlVariates<'_> {
             self.estimate(theta, out, rng);
             return BatchTerms::EXACT;
         }
-        let d = theta.len();
         out.copy_from_slice(&self.centre_lik_score);
         self.model.add_grad_log_prior(theta, out);
         let batch = self.subsampler.batch(self.batch, rng);
         let weight = population as f64 / self.batch as f64;
-        let (model, centre, scratch) = (self.model, &self.centre, &mut self.scratch);
-        let at_centre = &mut self.centre_terms;
-        at_centre.resize(TERM_BLOCK * d, 0.0);
-        stream_terms(
+        self.model.add_grad_log_lik_terms(
+            theta,
+            Some(&self.centre),
             batch,
-            d,
             weight,
             out,
-            &mut self.terms,
-            sink,
-            |block, rows| {
-                let c = &mut at_centre[..rows.len()];
-                model.grad_log_lik_each(theta, block, rows, scratch);
-                model.grad_log_lik_each(centre, block, c, scratch);
-                rows.iter_mut().zip(c.iter()).for_each(|(t, c)| *t -= c);
-            },
+            moments,
+            &mut self.scratch,
         );
         BatchTerms {
             rows: self.batch,

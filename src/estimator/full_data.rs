@@ -3,8 +3,8 @@
 //! The data are cut into fixed chunks of [`CHUNK`] rows evaluated in parallel; partial sums are
 //! then added in chunk order, so the result is bit-identical whatever the number of threads.
 
-use super::{BatchTerms, GradientEstimator, TermSink};
-use crate::model::{DataIndex, Model, Scratch};
+use super::{BatchTerms, GradientEstimator};
+use crate::model::{DataIndex, Model, Scratch, TermMoments};
 use crate::rng::ChainRng;
 use rayon::prelude::*;
 
@@ -114,7 +114,7 @@ impl GradientEstimator for FullBatch<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        _sink: &mut dyn TermSink,
+        _moments: &mut TermMoments,
         _rng: &mut ChainRng,
     ) -> BatchTerms {
         self.eval.grad_log_posterior(theta, out);

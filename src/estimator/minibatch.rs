@@ -5,9 +5,8 @@
 
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
-    TermSink, stream_terms,
 };
-use crate::model::{Model, Scratch};
+use crate::model::{Model, Scratch, TermMoments};
 use crate::rng::ChainRng;
 
 /// Minibatch score estimate with N/n scaling; with n = N it is the exact gradient (computed
@@ -18,8 +17,6 @@ pub struct Minibatch<'m> {
     subsampler: Subsampler,
     scratch: Scratch,
     full: Option<FullDataEvaluator<'m>>,
-    /// One block of per-datum terms (for `estimate_with_terms`).
-    terms: Vec<f64>,
 }
 
 impl<'m> Minibatch<'m> {
@@ -34,7 +31,6 @@ impl<'m> Minibatch<'m> {
             subsampler: Subsampler::new(n_data),
             scratch: Scratch::new(),
             full,
-            terms: Vec::new(),
         })
     }
 
@@ -74,7 +70,7 @@ impl GradientEstimator for Minibatch<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         if let Some(full) = &mut self.full {
@@ -86,15 +82,14 @@ impl GradientEstimator for Minibatch<'_> {
         let population = self.subsampler.len();
         let weight = population as f64 / self.batch as f64;
         let batch = self.subsampler.batch(self.batch, rng);
-        let (model, scratch) = (self.model, &mut self.scratch);
-        stream_terms(
+        self.model.add_grad_log_lik_terms(
+            theta,
+            None,
             batch,
-            theta.len(),
             weight,
             out,
-            &mut self.terms,
-            sink,
-            |block, rows| model.grad_log_lik_each(theta, block, rows, scratch),
+            moments,
+            &mut self.scratch,
         );
         BatchTerms {
             rows: self.batch,

@@ -15,6 +15,7 @@ pub use minibatch::Minibatch;
 pub use subsample::Subsampler;
 pub use svrg::Svrg;
 
+use crate::model::TermMoments;
 use crate::rng::ChainRng;
 
 /// An estimate of the score ∇log π(θ).
@@ -36,60 +37,26 @@ pub trait GradientEstimator: Send {
     /// no minibatch ignore it (the default).
     fn reuse_batch(&mut self, _on: bool) {}
 
-    /// [`GradientEstimator::estimate`], also passing the per-datum terms of the estimate's random
-    /// part to `sink`, for samplers that estimate the gradient-noise covariance (CCAdL,
+    /// [`GradientEstimator::estimate`], also adding the per-datum terms of the estimate's random
+    /// part to `moments`, for samplers that estimate the gradient-noise covariance (CCAdL,
     /// reference §2.7).
     ///
     /// The estimate is ĝ(θ) = c(θ) + w·Σₖ tₖ over a minibatch of n points: the terms are
-    /// tₖ = ∇log p(x_{Sₖ} | θ) for the standard estimator and ∇log p(x_{Sₖ} | θ) −
-    /// ∇log p(x_{Sₖ} | θ̂) for control variates, handed to `sink` in blocks of
-    /// [`TERM_BLOCK`] rows or fewer (row-major, D per row) while they are still in cache. The
-    /// noise covariance of ĝ is then w²·n·Cov(t) (times (N − n)/(N − 1) without replacement).
-    /// Exact estimates (full data) pass no rows.
+    /// tₖ = ∇log p(x_{Sₖ} | θ) for the standard estimator and ∇log p(x_{Sₖ} | θ̂) subtracted from
+    /// that for control variates, computed by [`Model::add_grad_log_lik_terms`] in the same pass
+    /// as the estimate. The noise covariance of ĝ is then w²·n·Cov(t) (times (N − n)/(N − 1)
+    /// without replacement). Exact estimates (full data) add no terms.
+    ///
+    /// Required, deliberately: a wrapper that silently reported no terms would make CCAdL wrong.
+    ///
+    /// [`Model::add_grad_log_lik_terms`]: crate::model::Model::add_grad_log_lik_terms
     fn estimate_with_terms(
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms;
-}
-
-/// Rows per block handed to a [`TermSink`]: 512 rows of D ≈ 10 doubles (40 KB) stay in L2.
-pub const TERM_BLOCK: usize = 512;
-
-/// Receives the per-datum terms of one estimate, block by block.
-pub trait TermSink {
-    /// Rows of terms (k × D, row-major); the sink may overwrite them.
-    fn add_rows(&mut self, rows: &mut [f64]);
-}
-
-/// Collects every row (for tests and inspection).
-impl TermSink for Vec<f64> {
-    fn add_rows(&mut self, rows: &mut [f64]) {
-        self.extend_from_slice(rows);
-    }
-}
-
-/// Per-datum terms of `batch` in blocks of [`TERM_BLOCK`] rows: `fill(block_indices, rows)`
-/// writes the rows of a block into `buf`, then `out += weight·Σ rows` and the rows go to
-/// `sink`. `buf` grows once to TERM_BLOCK·D and is reused.
-pub(crate) fn stream_terms(
-    batch: &[crate::model::DataIndex],
-    d: usize,
-    weight: f64,
-    out: &mut [f64],
-    buf: &mut Vec<f64>,
-    sink: &mut dyn TermSink,
-    mut fill: impl FnMut(&[crate::model::DataIndex], &mut [f64]),
-) {
-    buf.resize(TERM_BLOCK * d, 0.0);
-    for block in batch.chunks(TERM_BLOCK) {
-        let rows = &mut buf[..block.len() * d];
-        fill(block, rows);
-        add_weighted_rows(rows, d, weight, out);
-        sink.add_rows(rows);
-    }
 }
 
 /// What [`GradientEstimator::estimate_with_terms`] used: `rows` per-datum terms, each weighted by
@@ -127,15 +94,6 @@ impl BatchTerms {
         } else {
             scale
         }
-    }
-}
-
-/// `out += weight · Σ rows` for an `n × d` row-major block (the minibatch sum of per-datum
-/// terms, shared by the estimators' `estimate_with_terms`).
-#[inline]
-pub(crate) fn add_weighted_rows(terms: &[f64], d: usize, weight: f64, out: &mut [f64]) {
-    for row in terms.chunks_exact(d) {
-        out.iter_mut().zip(row).for_each(|(o, r)| *o += weight * r);
     }
 }
 

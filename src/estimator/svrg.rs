@@ -3,9 +3,8 @@
 
 use super::{
     BatchSize, BatchTerms, ControlVariates, EstimatorError, FullDataEvaluator, GradientEstimator,
-    TermSink,
 };
-use crate::model::Model;
+use crate::model::{Model, TermMoments};
 use crate::rng::ChainRng;
 
 /// Stochastic variance-reduced gradient. Calls are numbered i = 0, 1, 2, … (since construction
@@ -100,13 +99,13 @@ impl GradientEstimator for Svrg<'_> {
         &mut self,
         theta: &[f64],
         out: &mut [f64],
-        sink: &mut dyn TermSink,
+        moments: &mut TermMoments,
         rng: &mut ChainRng,
     ) -> BatchTerms {
         if self.refresh_if_due(theta, out) {
             BatchTerms::EXACT
         } else {
-            self.cv.estimate_with_terms(theta, out, sink, rng)
+            self.cv.estimate_with_terms(theta, out, moments, rng)
         }
     }
 

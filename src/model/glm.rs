@@ -4,8 +4,10 @@
 //!
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
-use super::{DataIndex, Model, ModelError, NormalPrior, Scratch, debug_check_dim};
-use crate::data::{DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE};
+use super::{DataIndex, Model, ModelError, NormalPrior, Scratch, TermMoments, debug_check_dim};
+use crate::data::{
+    DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, prefetch_element,
+};
 use crate::rng::ChainRng;
 
 /// The response distribution of a GLM, as a function of the linear predictor z.
@@ -136,6 +138,24 @@ impl<F: Family> Glm<F> {
     }
 }
 
+impl<F: Family> Glm<F> {
+    /// Start loading the row and the target of `batch[k + PREFETCH_DISTANCE]`, so that the
+    /// random reads of a batch loop overlap.
+    #[inline(always)]
+    fn prefetch<T: Element>(&self, x: &Matrix<T>, batch: &[DataIndex], k: usize) {
+        self.prefetch_at(x, batch, k + PREFETCH_DISTANCE);
+    }
+
+    /// Start loading the row and the target of `batch[k]` (if k is in range).
+    #[inline(always)]
+    fn prefetch_at<T: Element>(&self, x: &Matrix<T>, batch: &[DataIndex], k: usize) {
+        if let Some(&ahead) = batch.get(k) {
+            x.prefetch_row(ahead as usize);
+            prefetch_element(&self.targets, ahead as usize);
+        }
+    }
+}
+
 /// xᵀw for a stored row; four accumulators break the add dependency chain.
 #[inline(always)]
 fn dot<T: Element>(row: &[T], w: &[f64]) -> f64 {
@@ -183,9 +203,7 @@ impl<F: Family> Glm<F> {
         let mut sum_r = 0.0;
         let mut total = 0.0;
         for (k, &i) in batch.iter().enumerate() {
-            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
-                x.prefetch_row(ahead as usize);
-            }
+            self.prefetch(x, batch, k);
             let i = i as usize;
             let row = x.row(i);
             let z = dot(row, w) + b;
@@ -214,9 +232,7 @@ impl<F: Family> Glm<F> {
     ) {
         let (w, b, extra) = self.split(theta);
         for (k, &i) in batch.iter().enumerate() {
-            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
-                x.prefetch_row(ahead as usize);
-            }
+            self.prefetch(x, batch, k);
             let i = i as usize;
             let z = dot(x.row(i), w) + b;
             out[k] = self.family.log_lik(self.targets[i], z, extra);
@@ -238,9 +254,7 @@ impl<F: Family> Glm<F> {
         let (w, b, extra) = self.split(theta);
         let e0 = d + usize::from(self.intercept);
         for ((k, &i), g) in batch.iter().enumerate().zip(out.chunks_exact_mut(dim)) {
-            if let Some(&ahead) = batch.get(k + PREFETCH_DISTANCE) {
-                x.prefetch_row(ahead as usize);
-            }
+            self.prefetch(x, batch, k);
             let i = i as usize;
             let row = x.row(i);
             let z = dot(row, w) + b;
@@ -259,6 +273,61 @@ impl<F: Family> Glm<F> {
                 self.family.add_dlog_lik_dextra(y, z, extra, 1.0, ge);
             }
         }
+    }
+}
+
+impl<F: Family> Glm<F> {
+    /// The fused pass of [`Model::add_grad_log_lik_terms`]: per row, r = ∂log p/∂z at θ (minus
+    /// r̂ at the centre θ̂ when `CENTRED`) and the term r·(x, 1) plus the extras' gradient goes
+    /// straight into `moments`' block; the batch gradient is then the moments' sum of terms,
+    /// so no row is accumulated twice.
+    #[allow(clippy::too_many_arguments)]
+    fn terms_kernel<T: Element, const CENTRED: bool>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        centre: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        moments: &mut TermMoments,
+        scratch: &mut Scratch,
+    ) {
+        let d = x.cols();
+        let (w, b, extra) = self.split(theta);
+        let (w_c, b_c, extra_c) = self.split(centre);
+        let e0 = d + usize::from(self.intercept);
+        let has_extra = e0 < theta.len();
+        // `before` (D) and the term's tail after the features: the intercept's r and the
+        // extras' gradient.
+        let (before, tail) = scratch.get(2 * theta.len()).split_at_mut(theta.len());
+        let tail = &mut tail[..theta.len() - d];
+        moments.sum_of_terms(before);
+        for (k, &i) in batch.iter().enumerate() {
+            self.prefetch(x, batch, k);
+            let i = i as usize;
+            let row = x.row(i);
+            let y = self.targets[i];
+            let z = dot(row, w) + b;
+            let z_c = if CENTRED { dot(row, w_c) + b_c } else { 0.0 };
+            let mut r = self.family.dlog_lik_dz(y, z, extra);
+            if CENTRED {
+                r -= self.family.dlog_lik_dz(y, z_c, extra_c);
+            }
+            if self.intercept {
+                tail[0] = r;
+            }
+            if has_extra {
+                let te = &mut tail[e0 - d..];
+                te.fill(0.0);
+                self.family.add_dlog_lik_dextra(y, z, extra, 1.0, te);
+                if CENTRED {
+                    self.family.add_dlog_lik_dextra(y, z_c, extra_c, -1.0, te);
+                }
+            }
+            moments.add_scaled(r, row, tail);
+        }
+        moments.add_weighted_sum_since(before, weight, grad);
     }
 }
 
@@ -319,6 +388,27 @@ impl<F: Family> Model for Glm<F> {
     ) {
         debug_check_dim(self, theta);
         with_features!(self, x => self.grads_kernel(x, theta, batch, out));
+    }
+
+    fn add_grad_log_lik_terms(
+        &self,
+        theta: &[f64],
+        centre: Option<&[f64]>,
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        moments: &mut TermMoments,
+        s: &mut Scratch,
+    ) {
+        debug_check_dim(self, theta);
+        match centre {
+            Some(c) => with_features!(self, x => {
+                self.terms_kernel::<_, true>(x, theta, c, batch, weight, grad, moments, s)
+            }),
+            None => with_features!(self, x => {
+                self.terms_kernel::<_, false>(x, theta, theta, batch, weight, grad, moments, s)
+            }),
+        }
     }
 
     fn add_grad_log_lik(

@@ -13,6 +13,7 @@ mod linear;
 mod logistic;
 mod normal_gamma;
 mod prior;
+mod terms;
 
 pub use gaussian::GaussianModel;
 pub use glm::{Family, Glm};
@@ -20,12 +21,17 @@ pub use linear::{LinearRegression, NoiseModel, Normal};
 pub use logistic::{Bernoulli, LogisticRegression};
 pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
 pub use prior::NormalPrior;
+pub use terms::{CovarianceShape, TermMoments};
 
 use crate::rng::ChainRng;
 
 /// Index of a data point. 32 bits: half the memory traffic of `usize` in index buffers, and
 /// data sets up to 4.29 billion rows.
 pub type DataIndex = u32;
+
+/// Rows per block in [`Model::add_grad_log_lik_terms`]'s default: two blocks of 512 rows of
+/// D ≈ 10 doubles (80 KB) stay in L2.
+pub const TERM_BLOCK: usize = 512;
 
 /// Reusable workspace handed to model calls; grows on first use and is then reused.
 #[derive(Debug, Default, Clone)]
@@ -156,6 +162,47 @@ pub trait Model: Send + Sync {
         let total = buf[..batch.len()].iter().sum();
         scratch.buf = buf;
         total
+    }
+
+    /// `grad += weight·Σₖ tₖ`, each term tₖ also added to `moments` (CCAdL's noise covariance),
+    /// where tₖ = ∇log p(x_{batch[k]} | θ), minus ∇log p(x_{batch[k]} | θ̂) when `centre` is
+    /// Some(θ̂) (the control-variate difference). The default computes the terms with
+    /// [`Model::grad_log_lik_each`] in blocks of [`TERM_BLOCK`] rows; a model with a row loop of
+    /// its own should override it with one fused pass that never writes the terms out (the GLMs
+    /// do).
+    #[allow(clippy::too_many_arguments)]
+    fn add_grad_log_lik_terms(
+        &self,
+        theta: &[f64],
+        centre: Option<&[f64]>,
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        moments: &mut TermMoments,
+        scratch: &mut Scratch,
+    ) {
+        let d = self.dim();
+        let mut buf = std::mem::take(&mut scratch.buf);
+        let block_len = TERM_BLOCK.min(batch.len()) * d;
+        if buf.len() < 2 * block_len {
+            buf.resize(2 * block_len, 0.0);
+        }
+        for block in batch.chunks(TERM_BLOCK) {
+            let (rows, at_centre) = buf.split_at_mut(block.len() * d);
+            self.grad_log_lik_each(theta, block, rows, scratch);
+            if let Some(centre) = centre {
+                let at_centre = &mut at_centre[..rows.len()];
+                self.grad_log_lik_each(centre, block, at_centre, scratch);
+                rows.iter_mut()
+                    .zip(at_centre.iter())
+                    .for_each(|(t, c)| *t -= c);
+            }
+            for t in rows.chunks_exact(d) {
+                grad.iter_mut().zip(t).for_each(|(g, t)| *g += weight * t);
+                moments.add(t);
+            }
+        }
+        scratch.buf = buf;
     }
 
     /// A draw from the prior into `out` (used by `init = "prior"`).

@@ -154,8 +154,12 @@ impl Ccadl {
     fn refresh(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         let state = &mut self.state;
         self.covariance.begin();
-        self.batch =
-            estimator.estimate_with_terms(&state.theta, &mut state.grad, &mut self.covariance, rng);
+        self.batch = estimator.estimate_with_terms(
+            &state.theta,
+            &mut state.grad,
+            self.covariance.moments(),
+            rng,
+        );
         self.covariance.finish();
     }
 

@@ -5,45 +5,29 @@
 //!
 //! V(θₜ) = (1/(n − 1))·Σₖ (tₖ − t̄)(tₖ − t̄)ᵀ,   Îₜ = (1 − κₜ)·Îₜ₋₁ + κₜ·V(θₜ),
 //!
-//! with the terms received block by block as a [`TermSink`] (one pass, merged moments),
-//!
 //! with κₜ = 1/t (the running mean of every V since the start) or a constant κ (an exponential
-//! moving average, `ccadl_kappa_constant`). The noise covariance of the estimate is then
-//! Σ̂ = s·Î with s from [`BatchTerms::noise_scale`]. The diagonal shape keeps only diag(V) and
-//! diag(Î): O(n·D) work and O(D) memory instead of O(n·D²) and O(D²).
+//! moving average, `ccadl_kappa_constant`). The terms reach it through a [`TermMoments`] the
+//! model fills inside its row loop, so V costs one pass and no n × D buffer. The noise
+//! covariance of the estimate is then Σ̂ = s·Î with s from
+//! [`BatchTerms::noise_scale`](crate::estimator::BatchTerms::noise_scale). The diagonal shape
+//! keeps only diag(V) and diag(Î): O(n·D) work and O(D) memory instead of O(n·D²) and O(D²).
 
-use crate::estimator::TermSink;
+pub use crate::model::CovarianceShape;
+use crate::model::TermMoments;
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::evd::{self, ComputeEigenvectors};
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
-
-/// Which part of the covariance is estimated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CovarianceShape {
-    /// The diagonal only.
-    Diagonal,
-    /// The full D × D matrix.
-    Full,
-}
+use faer::{MatMut, MatRef, Par};
 
 /// The running estimate Î of the covariance of the per-datum gradient terms.
 #[derive(Debug, Clone)]
 pub struct NoiseCovariance {
-    shape: CovarianceShape,
     kappa: Option<f64>,
     dim: usize,
     updates: usize,
     /// Î: D values (diagonal) or D² column-major (full; symmetric).
     estimate: Vec<f64>,
-    /// Rows seen of the current batch, their mean t̄ and centred second moments
-    /// M₂ = Σ (t − t̄)(t − t̄)ᵀ (diagonal or full, as `estimate`), merged block by block (Chan,
-    /// Golub & LeVeque 1979), so a batch is read once, from cache.
-    count: usize,
-    mean: Vec<f64>,
-    m2: Vec<f64>,
-    /// The current block's mean.
-    block_mean: Vec<f64>,
+    /// The current batch's terms.
+    moments: TermMoments,
 }
 
 impl NoiseCovariance {
@@ -51,40 +35,31 @@ impl NoiseCovariance {
     /// (0, 1].
     pub fn new(shape: CovarianceShape, kappa: Option<f64>) -> Self {
         Self {
-            shape,
             kappa,
             dim: 0,
             updates: 0,
             estimate: Vec::new(),
-            count: 0,
-            mean: Vec::new(),
-            m2: Vec::new(),
-            block_mean: Vec::new(),
+            moments: TermMoments::new(shape, 0),
         }
     }
 
     /// The shape estimated.
     pub fn shape(&self) -> CovarianceShape {
-        self.shape
+        self.moments.shape()
     }
 
     /// Forget every update and size the estimate for dimension `dim` (Î₀ = 0).
     pub fn reset(&mut self, dim: usize) {
+        let shape = self.shape();
         self.dim = dim;
         self.updates = 0;
-        let len = match self.shape {
+        let len = match shape {
             CovarianceShape::Diagonal => dim,
             CovarianceShape::Full => dim * dim,
         };
         self.estimate.clear();
         self.estimate.resize(len, 0.0);
-        self.m2.clear();
-        self.m2.resize(len, 0.0);
-        self.mean.clear();
-        self.mean.resize(dim, 0.0);
-        self.block_mean.clear();
-        self.block_mean.resize(dim, 0.0);
-        self.count = 0;
+        self.moments = TermMoments::new(shape, dim);
     }
 
     /// Number of updates since the last reset (t).
@@ -100,42 +75,47 @@ impl NoiseCovariance {
     /// Îⱼⱼ, for either shape.
     #[inline]
     pub fn diagonal_entry(&self, j: usize) -> f64 {
-        match self.shape {
+        match self.shape() {
             CovarianceShape::Diagonal => self.estimate[j],
             CovarianceShape::Full => self.estimate[j + self.dim * j],
         }
     }
 
-    /// Start collecting the terms of a new estimate (see [`TermSink`]).
+    /// Start collecting the terms of a new estimate into [`Self::moments`].
     pub fn begin(&mut self) {
-        self.count = 0;
-        self.mean.fill(0.0);
-        self.m2.fill(0.0);
+        self.moments.begin();
+    }
+
+    /// Where the terms of the current estimate go (between [`Self::begin`] and
+    /// [`Self::finish`]).
+    pub fn moments(&mut self) -> &mut TermMoments {
+        &mut self.moments
     }
 
     /// Fold the collected batch into the estimate: V = M₂/(n − 1), Î ← (1 − κ)Î + κV. A batch
-    /// of fewer than 2 rows (e.g. an exact estimate) contributes V = 0.
+    /// of fewer than 2 terms (e.g. an exact estimate) contributes V = 0.
     pub fn finish(&mut self) {
         self.updates += 1;
         let kappa = self.kappa.unwrap_or(1.0 / self.updates as f64);
-        let n = self.count;
-        let weight = if n < 2 { 0.0 } else { kappa / (n - 1) as f64 };
-        self.estimate
-            .iter_mut()
-            .zip(&self.m2)
-            .for_each(|(e, m)| *e = (1.0 - kappa) * *e + weight * m);
+        self.estimate.iter_mut().for_each(|e| *e *= 1.0 - kappa);
+        let n = self.moments.count();
+        if n >= 2 {
+            self.moments
+                .add_centred_second_moments(kappa / (n - 1) as f64, &mut self.estimate);
+        }
+        self.moments.recentre();
     }
 
     /// [`Self::begin`], all of the `n × D` row-major `terms` at once, [`Self::finish`].
-    pub fn update(&mut self, terms: &mut [f64]) {
+    pub fn update(&mut self, terms: &[f64]) {
         self.begin();
-        self.add_rows(terms);
+        self.moments.add_rows(terms);
         self.finish();
     }
 
     /// `out = Î·p` (diagonal: element-wise).
     pub fn apply(&self, p: &[f64], out: &mut [f64]) {
-        match self.shape {
+        match self.shape() {
             CovarianceShape::Diagonal => out
                 .iter_mut()
                 .zip(&self.estimate)
@@ -150,81 +130,6 @@ impl NoiseCovariance {
                 }
             }
         }
-    }
-}
-
-impl TermSink for NoiseCovariance {
-    /// Merge a block of k rows in one pass. Each row is taken relative to a shift s (the running
-    /// mean t̄, or the block's first row for the first block), which keeps the sums free of
-    /// cancellation: with u = t − s, the block mean is s + ū and its centred moments are
-    /// Σuuᵀ − k·ūūᵀ. Then M₂ += M₂,block + δδᵀ·n·k/(n + k) and t̄ += δ·k/(n + k), with
-    /// δ = (s + ū) − t̄ (Chan, Golub & LeVeque 1979).
-    fn add_rows(&mut self, rows: &mut [f64]) {
-        let d = self.dim;
-        let k = rows.len() / d;
-        if k == 0 {
-            return;
-        }
-        if self.count == 0 {
-            self.mean.copy_from_slice(&rows[..d]);
-        }
-        // block_mean accumulates Σu; the diagonal shape also Σu² straight into m2 (with the
-        // −k·ū² correction below); the full shape shifts the rows in place for GᵀG.
-        self.block_mean.fill(0.0);
-        let shift = &self.mean;
-        match self.shape {
-            CovarianceShape::Diagonal => {
-                for row in rows.chunks_exact(d) {
-                    for (((&t, s), sum), sq) in row
-                        .iter()
-                        .zip(shift)
-                        .zip(self.block_mean.iter_mut())
-                        .zip(self.m2.iter_mut())
-                    {
-                        let u = t - s;
-                        *sum += u;
-                        *sq += u * u;
-                    }
-                }
-            }
-            CovarianceShape::Full => {
-                for row in rows.chunks_exact_mut(d) {
-                    for ((t, s), sum) in row.iter_mut().zip(shift).zip(self.block_mean.iter_mut()) {
-                        *t -= s;
-                        *sum += *t;
-                    }
-                }
-                // Rows are a row-major k × D block, i.e. Gᵀ is column-major D × k.
-                let g_t = MatRef::from_column_major_slice(rows, d, k);
-                let m2 = MatMut::from_column_major_slice_mut(&mut self.m2, d, d);
-                matmul(m2, Accum::Add, g_t, g_t.transpose(), 1.0, Par::Seq);
-            }
-        }
-        let (n, kf) = (self.count as f64, k as f64);
-        // ū, then the corrections: −k·ūūᵀ (centring the block) + δδᵀ·nk/(n + k) (merging),
-        // where δ = ū because the shift is the running mean (for the first block n = 0).
-        self.block_mean.iter_mut().for_each(|u| *u /= kf);
-        let ubar = &self.block_mean;
-        let c = n * kf / (n + kf) - kf;
-        match self.shape {
-            CovarianceShape::Diagonal => {
-                self.m2
-                    .iter_mut()
-                    .zip(ubar)
-                    .for_each(|(m, u)| *m += c * u * u);
-            }
-            CovarianceShape::Full => {
-                for (j, col) in self.m2.chunks_exact_mut(d).enumerate() {
-                    let cj = c * ubar[j];
-                    col.iter_mut().zip(ubar).for_each(|(m, ui)| *m += cj * ui);
-                }
-            }
-        }
-        self.mean
-            .iter_mut()
-            .zip(ubar)
-            .for_each(|(m, u)| *m += u * kf / (n + kf));
-        self.count += k;
     }
 }
 
@@ -344,13 +249,13 @@ mod tests {
             let v = brute_force_v(&rows);
             sum.iter_mut().zip(&v).for_each(|(s, v)| *s += v);
             let flat: Vec<f64> = rows.concat();
-            // The full shape in blocks of 3 rows (merged), the diagonal in one.
+            // The full shape term by term, the diagonal all at once.
             full.begin();
-            for block in flat.clone().chunks_mut(3 * d) {
-                full.add_rows(block);
+            for t in flat.chunks_exact(d) {
+                full.moments().add(t);
             }
             full.finish();
-            diag.update(&mut flat.clone());
+            diag.update(&flat);
             for (e, s) in full.estimate().iter().zip(&sum) {
                 assert!(
                     (e - s / t as f64).abs() < 1e-12,
@@ -376,9 +281,9 @@ mod tests {
     fn constant_kappa_is_an_exponential_moving_average_and_small_batches_add_zero() {
         let mut c = NoiseCovariance::new(CovarianceShape::Diagonal, Some(0.25));
         c.reset(1);
-        c.update(&mut [0.0, 2.0]); // V = 2
+        c.update(&[0.0, 2.0]); // V = 2
         assert!((c.estimate()[0] - 0.5).abs() < 1e-15);
-        c.update(&mut []); // V = 0
+        c.update(&[]); // V = 0
         assert!((c.estimate()[0] - 0.375).abs() < 1e-15);
     }
 
