@@ -18,6 +18,7 @@ pub mod io;
 pub mod model;
 pub mod optim;
 pub mod pipeline;
+pub mod reference;
 pub mod rng;
 pub mod runner;
 pub mod sampler;
