@@ -22,3 +22,4 @@ pub mod reference;
 pub mod rng;
 pub mod runner;
 pub mod sampler;
+pub mod tuning;
