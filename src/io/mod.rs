@@ -7,4 +7,4 @@ pub mod zarr;
 
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
-pub use zarr::ZarrSink;
+pub use zarr::{StoredDraws, ZarrSink, read_draws};

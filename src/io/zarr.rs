@@ -506,6 +506,88 @@ fn utc_now_iso8601() -> String {
     )
 }
 
+/// Draws read back from a store written by [`ZarrSink`] (see [`read_draws`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDraws {
+    /// Parameter names (the variable's `parameter_names` attribute; `theta[j]` if absent).
+    pub parameter_names: Vec<String>,
+    /// Dimension D.
+    pub dim: usize,
+    /// Per chain, its draws row-major (draws × D), without the NaN padding after a shorter
+    /// chain's last draw.
+    pub chains: Vec<Vec<f64>>,
+}
+
+impl StoredDraws {
+    /// Every chain's draws one after another (chain-major), as one row-major matrix.
+    pub fn pooled(&self) -> Vec<f64> {
+        self.chains.concat()
+    }
+
+    /// Total number of draws.
+    pub fn len(&self) -> usize {
+        self.chains.iter().map(|c| c.len() / self.dim.max(1)).sum()
+    }
+
+    /// Whether no chain has a draw.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Read the draws of `posterior/<variable>` from a store written by [`ZarrSink`] (finalized or
+/// not: an interrupted run's store reads up to its last written chunk). Rows that are entirely
+/// NaN at the end of a chain (padding of shorter chains, or the unwritten part of a chunk) are
+/// dropped; a NaN inside a chain's draws is an error naming it.
+pub fn read_draws(path: &Path, variable: &str) -> Result<StoredDraws, SinkError> {
+    use zarrs::array::ArraySubset;
+    let err = |m: String| zarr_err(path, m);
+    if !path.join("zarr.json").is_file() {
+        return Err(err("not a Zarr store (no zarr.json)".into()));
+    }
+    let store = Arc::new(FilesystemStore::new(path).map_err(|e| err(e.to_string()))?);
+    let array = Array::open(store, &format!("/posterior/{variable}"))
+        .map_err(|e| err(format!("no variable posterior/{variable}: {e}")))?;
+    let shape = array.shape().to_vec();
+    let [chains, draws, dim] = shape[..] else {
+        return Err(err(format!(
+            "posterior/{variable} has shape {shape:?}, expected (chain, draw, dim)"
+        )));
+    };
+    let (chains, draws, dim) = (chains as usize, draws as usize, dim as usize);
+    let data: Vec<f64> = array
+        .retrieve_array_subset(&ArraySubset::new_with_shape(shape.clone()))
+        .map_err(|e| err(e.to_string()))?;
+    let parameter_names = array
+        .attributes()
+        .get("parameter_names")
+        .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok())
+        .filter(|names| names.len() == dim)
+        .unwrap_or_else(|| (0..dim).map(|j| format!("{variable}[{j}]")).collect());
+    let mut out = Vec::with_capacity(chains);
+    for (c, chain) in data.chunks_exact((draws * dim).max(1)).take(chains).enumerate() {
+        let rows = if dim == 0 { 0 } else { draws };
+        let mut kept = rows;
+        while kept > 0 && chain[(kept - 1) * dim..kept * dim].iter().all(|v| v.is_nan()) {
+            kept -= 1;
+        }
+        let values = &chain[..kept * dim];
+        if let Some(k) = values.iter().position(|v| v.is_nan()) {
+            return Err(err(format!(
+                "chain {c}, draw {}: NaN inside the stored draws",
+                k / dim
+            )));
+        }
+        out.push(values.to_vec());
+    }
+    out.resize(chains, Vec::new());
+    Ok(StoredDraws {
+        parameter_names,
+        dim,
+        chains: out,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,6 +632,35 @@ mod tests {
         array
             .retrieve_array_subset(&ArraySubset::new_with_shape(array.shape().to_vec()))
             .unwrap()
+    }
+
+    /// `read_draws` returns exactly what was pushed, per chain, without the NaN padding of
+    /// shorter chains, before and after `finalize`, and names a missing store or variable.
+    #[test]
+    fn read_draws_returns_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.zarr");
+        let names: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        let sink = ZarrSink::create(&path, 3, 2, "theta", &names, Some(4)).unwrap();
+        let lens = [9, 0, 5];
+        write_chains(&sink, &lens, 2);
+        let before = read_draws(&path, "theta").unwrap();
+        sink.finalize().unwrap();
+        let after = read_draws(&path, "theta").unwrap();
+        assert_eq!(before, after);
+        assert_eq!(after.parameter_names, names);
+        assert_eq!(after.len(), 14);
+        for (c, &n) in lens.iter().enumerate() {
+            let want: Vec<f64> = (0..n)
+                .flat_map(|k| (0..2).map(move |j| value(c, k, j)))
+                .collect();
+            assert_eq!(after.chains[c], want, "chain {c}");
+        }
+        assert_eq!(after.pooled().len(), 28);
+        let missing = read_draws(&dir.path().join("nope"), "theta").unwrap_err();
+        assert!(missing.to_string().contains("not a Zarr store"), "{missing}");
+        let wrong = read_draws(&path, "beta").unwrap_err();
+        assert!(wrong.to_string().contains("posterior/beta"), "{wrong}");
     }
 
     #[test]
