@@ -565,10 +565,18 @@ pub fn read_draws(path: &Path, variable: &str) -> Result<StoredDraws, SinkError>
         .filter(|names| names.len() == dim)
         .unwrap_or_else(|| (0..dim).map(|j| format!("{variable}[{j}]")).collect());
     let mut out = Vec::with_capacity(chains);
-    for (c, chain) in data.chunks_exact((draws * dim).max(1)).take(chains).enumerate() {
+    for (c, chain) in data
+        .chunks_exact((draws * dim).max(1))
+        .take(chains)
+        .enumerate()
+    {
         let rows = if dim == 0 { 0 } else { draws };
         let mut kept = rows;
-        while kept > 0 && chain[(kept - 1) * dim..kept * dim].iter().all(|v| v.is_nan()) {
+        while kept > 0
+            && chain[(kept - 1) * dim..kept * dim]
+                .iter()
+                .all(|v| v.is_nan())
+        {
             kept -= 1;
         }
         let values = &chain[..kept * dim];
@@ -658,7 +666,10 @@ mod tests {
         }
         assert_eq!(after.pooled().len(), 28);
         let missing = read_draws(&dir.path().join("nope"), "theta").unwrap_err();
-        assert!(missing.to_string().contains("not a Zarr store"), "{missing}");
+        assert!(
+            missing.to_string().contains("not a Zarr store"),
+            "{missing}"
+        );
         let wrong = read_draws(&path, "beta").unwrap_err();
         assert!(wrong.to_string().contains("posterior/beta"), "{wrong}");
     }
