@@ -1,0 +1,149 @@
+//! The Laplace approximation π ≈ N(θ̂, (−H)⁻¹) at the MAP θ̂, with H = ∇²log π(θ̂) (Bishop 2006,
+//! §4.4): a cheap check of a NUTS reference on smooth, unimodal posteriors (issue 4, must-show 3).
+
+use crate::estimator::FullDataEvaluator;
+use crate::model::Model;
+use crate::optim::lbfgs::LbfgsOptions;
+use crate::optim::{MapError, find_map};
+use serde::Serialize;
+
+/// N(mean, covariance) approximating the posterior.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaplaceApproximation {
+    /// θ̂, the MAP (D).
+    pub mean: Vec<f64>,
+    /// (−H)⁻¹, D × D row-major (symmetric).
+    pub covariance: Vec<f64>,
+    /// √diag((−H)⁻¹) (D).
+    pub sd: Vec<f64>,
+}
+
+/// Why the Laplace approximation could not be formed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaplaceError {
+    /// The MAP could not be found.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// L-BFGS stopped without meeting a convergence criterion.
+    #[error(
+        "Laplace approximation: the MAP search did not converge (|grad log pi|_inf = {gradient_norm:.3e} \
+         after {iterations} iterations)"
+    )]
+    MapNotConverged {
+        /// ‖∇log π‖_∞ at the last iterate.
+        gradient_norm: f64,
+        /// L-BFGS iterations run.
+        iterations: usize,
+    },
+    /// The finite-difference Hessian has non-finite entries.
+    #[error("Laplace approximation: the Hessian of log pi at the MAP has non-finite entries")]
+    NonFiniteHessian,
+    /// −H is not positive definite, so (−H)⁻¹ is no covariance.
+    #[error(
+        "Laplace approximation: -(Hessian of log pi) at the MAP is not positive definite \
+         (the posterior is flat or not log-concave in some direction there); no Gaussian approximation exists"
+    )]
+    NotPositiveDefinite,
+}
+
+/// L-BFGS settings for the MAP (as `sgmcmc run` uses for `init = "map"`).
+pub(crate) fn map_options() -> LbfgsOptions {
+    LbfgsOptions {
+        max_iterations: 2_000,
+        ..LbfgsOptions::default()
+    }
+}
+
+/// The Laplace approximation at the MAP: θ̂ by L-BFGS from θ = 0 ([`find_map`]), then
+/// [`laplace_at`]. Costs the MAP search plus 2D full-data gradient passes.
+pub fn laplace(model: &dyn Model) -> Result<LaplaceApproximation, LaplaceError> {
+    let map = find_map(model, &vec![0.0; model.dim()], &map_options())?;
+    if !map.converged {
+        return Err(LaplaceError::MapNotConverged {
+            gradient_norm: map.gradient_norm,
+            iterations: map.iterations,
+        });
+    }
+    laplace_at(model, &map.theta)
+}
+
+/// The Laplace approximation N(θ̂, (−H)⁻¹) at a given mode θ̂: H from
+/// [`hessian_log_posterior`], inverted through a Cholesky factorisation of −H (faer).
+pub fn laplace_at(model: &dyn Model, mode: &[f64]) -> Result<LaplaceApproximation, LaplaceError> {
+    let d = mode.len();
+    let hess = hessian_log_posterior(model, mode);
+    if !hess.iter().all(|h| h.is_finite()) {
+        return Err(LaplaceError::NonFiniteHessian);
+    }
+    let neg_h = faer::Mat::<f64>::from_fn(d, d, |i, j| -hess[i * d + j]);
+    let llt = neg_h
+        .llt(faer::Side::Lower)
+        .map_err(|_| LaplaceError::NotPositiveDefinite)?;
+    let inv = faer::linalg::solvers::DenseSolveCore::inverse(&llt);
+    let covariance: Vec<f64> = (0..d * d)
+        .map(|k| {
+            let (i, j) = (k / d, k % d);
+            0.5 * (inv[(i, j)] + inv[(j, i)])
+        })
+        .collect();
+    clear_upper_vector_state();
+    let sd: Vec<f64> = (0..d).map(|j| covariance[j * d + j].sqrt()).collect();
+    if !sd.iter().all(|s| s.is_finite() && *s > 0.0) {
+        return Err(LaplaceError::NotPositiveDefinite);
+    }
+    Ok(LaplaceApproximation {
+        mean: mode.to_vec(),
+        covariance,
+        sd,
+    })
+}
+
+/// H = ∇²log π(θ), D × D row-major, by central differences of the full-data gradient
+/// (column j = (∇log π(θ + hⱼeⱼ) − ∇log π(θ − hⱼeⱼ)) / 2hⱼ, hⱼ = ε^{1/3}·max(|θⱼ|, 1), the step
+/// that balances truncation and rounding error), then symmetrised, (H + Hᵀ)/2. Costs 2D full
+/// passes; the passes are parallel and thread-count independent ([`FullDataEvaluator`]).
+pub fn hessian_log_posterior(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
+    let d = theta.len();
+    let mut eval = FullDataEvaluator::new(model);
+    let mut hess = vec![0.0; d * d];
+    let (mut plus, mut minus) = (vec![0.0; d], vec![0.0; d]);
+    let mut at = theta.to_vec();
+    let step = f64::EPSILON.cbrt();
+    for j in 0..d {
+        let h = step * theta[j].abs().max(1.0);
+        // The step actually taken (θⱼ ± h is rounded).
+        at[j] = theta[j] + h;
+        let up = at[j];
+        eval.grad_log_posterior(&at, &mut plus);
+        at[j] = theta[j] - h;
+        let down = at[j];
+        eval.grad_log_posterior(&at, &mut minus);
+        at[j] = theta[j];
+        for i in 0..d {
+            hess[i * d + j] = (plus[i] - minus[i]) / (up - down);
+        }
+    }
+    for i in 0..d {
+        for j in 0..i {
+            let s = 0.5 * (hess[i * d + j] + hess[j * d + i]);
+            hess[i * d + j] = s;
+            hess[j * d + i] = s;
+        }
+    }
+    hess
+}
+
+/// `vzeroupper` after faer's vectorised kernels: a dirty upper AVX state makes the SSE code
+/// that follows (libm's `exp`/`log` in the model's row loops) much slower (dependencies.md,
+/// "Pitfalls"; the same guard as `model::terms`, which is private to the model module).
+#[inline(always)]
+pub(crate) fn clear_upper_vector_state() {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: `vzeroupper` only needs AVX, checked above; it changes no value the program
+        // reads (SSE registers keep their low 128 bits, and nothing live is in the upper ones
+        // between our functions).
+        unsafe { core::arch::x86_64::_mm256_zeroupper() };
+    }
+}

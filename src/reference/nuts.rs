@@ -1,0 +1,452 @@
+//! A full-data reference posterior by NUTS (Hoffman & Gelman 2014) from the nuts-rs crate, as
+//! the papers' ground truth was NumPyro NUTS on the full data (reference §5.6).
+//!
+//! nuts-rs sees our [`Model`] through its log-density interface ([`nuts_rs::CpuLogpFunc`]):
+//! log π(θ) = log p(θ) + Σᵢ log p(xᵢ | θ) and its gradient, both over all N points by a
+//! [`FullDataEvaluator`] (fixed chunks on rayon, summed in chunk order: bit-identical for any
+//! thread count). Warm-up adapts a diagonal mass matrix and the step size (nuts-rs's default
+//! `DiagNutsSettings`, target acceptance 0.8, tree depth ≤ 10).
+//!
+//! Chain c draws everything from `rng::chain_stream(seed, c)` (its start, then nuts-rs's own
+//! ChaCha8 generator is seeded from it), and runs start to finish on one rayon task, so the draws
+//! depend on (seed, c) only, never on the number of threads.
+//!
+//! Starts: the MAP θ̂ ([`find_map`]) plus jitter, θ₀ = θ̂ + j·s ⊙ z with z ~ N(0, I), j =
+//! [`NutsSettings::init_jitter`] and s the Laplace sd at θ̂ ([`laplace_at`]; s = 1 when the
+//! Laplace approximation does not exist or D > [`LAPLACE_INIT_MAX_DIM`]). Starting inside the
+//! posterior bulk keeps warm-up short on large N; the jitter keeps the chains distinct, so split
+//! R-hat still compares chains that started apart.
+
+use super::laplace::{LaplaceApproximation, clear_upper_vector_state, laplace_at, map_options};
+use super::moments::ReferenceMoments;
+use crate::estimator::FullDataEvaluator;
+use crate::io::{ParameterRow, summarize_parameters};
+use crate::model::Model;
+use crate::optim::{MapError, MapResult, find_map};
+use crate::rng::{chain_stream, fill_standard_normal};
+use crate::runner::{ChainReport, Progress};
+use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, HasDims, LogpError, Settings};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The nuts-rs release this module is written against (recorded in the reference file).
+pub const NUTS_RS_VERSION: &str = "0.19.1";
+
+/// Above this dimension the starting jitter is not scaled by the Laplace sd (its Hessian costs
+/// 2D full passes and D² memory); it is then unit-scale.
+pub const LAPLACE_INIT_MAX_DIM: usize = 1_000;
+
+/// Settings of a NUTS reference run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NutsSettings {
+    /// Independent chains (run in parallel). Default 4.
+    pub chains: usize,
+    /// Warm-up (adaptation) iterations per chain, discarded. Default 1000.
+    pub warmup: usize,
+    /// Draws kept per chain after warm-up. Default 1000.
+    pub draws: usize,
+    /// The user seed every chain's stream derives from. Default 0.
+    pub seed: u64,
+    /// Starting jitter in Laplace standard deviations (0: every chain starts at the MAP).
+    /// Default 1.
+    pub init_jitter: f64,
+    /// Maximum tree depth (at most 2^depth leapfrog steps per draw). Default 10.
+    pub max_depth: u64,
+    /// Target mean acceptance statistic of the step-size adaptation. Default 0.8.
+    pub target_accept: f64,
+}
+
+impl Default for NutsSettings {
+    fn default() -> Self {
+        Self {
+            chains: 4,
+            warmup: 1000,
+            draws: 1000,
+            seed: 0,
+            init_jitter: 1.0,
+            max_depth: 10,
+            target_accept: 0.8,
+        }
+    }
+}
+
+impl NutsSettings {
+    /// Check every setting; the message names the bad one.
+    pub fn validate(&self) -> Result<(), NutsError> {
+        let bad = |why: String| Err(NutsError::Settings(why));
+        if self.chains == 0 {
+            return bad("chains must be at least 1".into());
+        }
+        if self.draws < 4 {
+            return bad(format!(
+                "draws must be at least 4 per chain (split R-hat and ESS need them), got {}",
+                self.draws
+            ));
+        }
+        if !(self.init_jitter.is_finite() && self.init_jitter >= 0.0) {
+            return bad(format!(
+                "init_jitter must be finite and >= 0, got {}",
+                self.init_jitter
+            ));
+        }
+        if !(1..=30).contains(&self.max_depth) {
+            return bad(format!(
+                "max_depth must be in 1..=30, got {}",
+                self.max_depth
+            ));
+        }
+        if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
+            return bad(format!(
+                "target_accept must be in (0, 1), got {}",
+                self.target_accept
+            ));
+        }
+        Ok(())
+    }
+
+    /// The nuts-rs settings these stand for.
+    fn nuts_rs(&self) -> nuts_rs::DiagNutsSettings {
+        let mut s = nuts_rs::DiagNutsSettings {
+            num_tune: self.warmup as u64,
+            num_draws: self.draws as u64,
+            maxdepth: self.max_depth,
+            num_chains: self.chains,
+            seed: self.seed,
+            ..Default::default()
+        };
+        s.adapt_options.step_size_settings.target_accept = self.target_accept;
+        s
+    }
+}
+
+/// Why a reference run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NutsError {
+    /// A setting is invalid.
+    #[error("NUTS reference: {0}")]
+    Settings(String),
+    /// The MAP (the chains' start) could not be found.
+    #[error(transparent)]
+    Map(#[from] MapError),
+    /// A chain could not start (e.g. log π is not finite at its starting point).
+    #[error("NUTS reference, chain {chain}: cannot start: {message}")]
+    Start {
+        /// The chain.
+        chain: usize,
+        /// The cause.
+        message: String,
+    },
+    /// nuts-rs stopped a chain with an unrecoverable error.
+    #[error("NUTS reference, chain {chain}, iteration {iteration}: {message}")]
+    Sampler {
+        /// The chain.
+        chain: usize,
+        /// Iteration (1-based, warm-up included).
+        iteration: usize,
+        /// The cause.
+        message: String,
+    },
+    /// The draws give no valid moments (e.g. a constant coordinate).
+    #[error("NUTS reference: the draws give no valid reference moments: {0}")]
+    Moments(String),
+}
+
+/// What one chain did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NutsChainReport {
+    /// Chain number.
+    pub chain: usize,
+    /// Divergent transitions after warm-up (energy error > 1000, or a non-finite log density);
+    /// any is a warning that the draws may be biased.
+    pub divergences: usize,
+    /// Divergent transitions during warm-up (common early, harmless).
+    pub warmup_divergences: usize,
+    /// Log-density evaluations that gave a non-finite value or gradient (each ends its
+    /// trajectory as a divergence).
+    pub non_finite: usize,
+    /// Leapfrog steps, i.e. full-data gradient evaluations (warm-up included).
+    pub gradient_evaluations: u64,
+    /// Adapted step size after warm-up.
+    pub step_size: f64,
+    /// The chain's starting point.
+    pub init: Vec<f64>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// A NUTS reference run: the moments for the reference file and everything behind them.
+#[derive(Debug, Clone, Serialize)]
+pub struct NutsReference {
+    /// Mean, sd, covariance, bulk ESS and R-hat (what `sgmcmc reference` writes).
+    pub moments: ReferenceMoments,
+    /// Per-parameter summary (mean, sd, quantiles, bulk/tail ESS, R-hat, MCSE).
+    pub parameters: Vec<ParameterRow>,
+    /// One report per chain.
+    pub chains: Vec<NutsChainReport>,
+    /// Draws after warm-up: `draws[c]` is chain c, row-major `draws × D`.
+    #[serde(skip)]
+    pub draws: Vec<Vec<f64>>,
+    /// The MAP the chains started around.
+    pub map: MapResult,
+    /// The Laplace approximation at the MAP, if it exists (and D ≤ [`LAPLACE_INIT_MAX_DIM`]).
+    pub laplace: Option<LaplaceApproximation>,
+    /// Wall-clock seconds of the sampling (MAP and Laplace excluded).
+    pub seconds: f64,
+}
+
+impl NutsReference {
+    /// Divergent transitions after warm-up, over all chains.
+    pub fn divergences(&self) -> usize {
+        self.chains.iter().map(|c| c.divergences).sum()
+    }
+
+    /// Largest R-hat over the parameters (NaN with one chain).
+    pub fn max_rhat(&self) -> f64 {
+        self.moments.rhat.iter().copied().fold(f64::NAN, f64::max)
+    }
+
+    /// Smallest bulk ESS over the parameters.
+    pub fn min_ess_bulk(&self) -> f64 {
+        self.moments
+            .ess_bulk
+            .iter()
+            .copied()
+            .fold(f64::NAN, f64::min)
+    }
+
+    /// Full-data gradient evaluations over all chains.
+    pub fn gradient_evaluations(&self) -> u64 {
+        self.chains.iter().map(|c| c.gradient_evaluations).sum()
+    }
+}
+
+/// log π and ∇log π over the full data, as nuts-rs asks for them.
+struct Density<'m, 'c> {
+    eval: FullDataEvaluator<'m>,
+    dim: usize,
+    non_finite: &'c Cell<usize>,
+}
+
+/// A non-finite log density or gradient: recoverable, so nuts-rs ends the trajectory as a
+/// divergence instead of stopping the chain.
+#[derive(Debug, thiserror::Error)]
+#[error("log density or its gradient is not finite")]
+struct NonFinite;
+
+impl LogpError for NonFinite {
+    fn is_recoverable(&self) -> bool {
+        true
+    }
+}
+
+impl HasDims for Density<'_, '_> {
+    fn dim_sizes(&self) -> HashMap<String, u64> {
+        HashMap::from([
+            ("unconstrained_parameter".to_string(), self.dim as u64),
+            ("dim".to_string(), self.dim as u64),
+        ])
+    }
+}
+
+impl CpuLogpFunc for Density<'_, '_> {
+    type LogpError = NonFinite;
+    type FlowParameters = ();
+    type ExpandedVector = Vec<f64>;
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn logp(&mut self, position: &[f64], gradient: &mut [f64]) -> Result<f64, NonFinite> {
+        // nuts-rs's vector code (pulp, AVX2) runs on this thread between our calls.
+        clear_upper_vector_state();
+        let lp = self.eval.log_posterior_and_grad(position, gradient);
+        if lp.is_finite() && gradient.iter().all(|g| g.is_finite()) {
+            Ok(lp)
+        } else {
+            self.non_finite.set(self.non_finite.get() + 1);
+            Err(NonFinite)
+        }
+    }
+
+    fn expand_vector<R: rand::Rng + ?Sized>(
+        &mut self,
+        _rng: &mut R,
+        array: &[f64],
+    ) -> Result<Vec<f64>, CpuMathError> {
+        Ok(array.to_vec())
+    }
+}
+
+/// Run NUTS on the full-data posterior of `model` and return the reference moments with their
+/// diagnostics (bulk ESS and rank-normalised split R-hat, Vehtari et al. 2021, from
+/// [`crate::diagnostics`]). Divergences and non-finite log densities are counted in the
+/// chain reports, never fatal; an unrecoverable sampler error is an error naming the chain.
+pub fn run_nuts(
+    model: &dyn Model,
+    settings: &NutsSettings,
+    progress: &dyn Progress,
+) -> Result<NutsReference, NutsError> {
+    settings.validate()?;
+    let d = model.dim();
+    let map = find_map(model, &vec![0.0; d], &map_options())?;
+    let laplace = if d <= LAPLACE_INIT_MAX_DIM {
+        laplace_at(model, &map.theta).ok()
+    } else {
+        None
+    };
+    let scale: Vec<f64> = match &laplace {
+        Some(l) => l.sd.clone(),
+        None => vec![1.0; d],
+    };
+
+    let started = Instant::now();
+    let results: Vec<(NutsChainReport, Vec<f64>)> = (0..settings.chains)
+        .into_par_iter()
+        .map(|c| run_chain(model, settings, c, &map.theta, &scale, progress))
+        .collect::<Result<_, _>>()?;
+    let seconds = started.elapsed().as_secs_f64();
+    let (chains, draws): (Vec<_>, Vec<_>) = results.into_iter().unzip();
+
+    let names = model.parameter_names();
+    let slices: Vec<&[f64]> = draws.iter().map(Vec::as_slice).collect();
+    let parameters = summarize_parameters(&names, &slices);
+    let (mean, covariance) = pooled_moments(&slices, d);
+    let divergences: usize = chains.iter().map(|c| c.divergences).sum();
+    let moments = ReferenceMoments {
+        method: format!(
+            "NUTS (nuts-rs {NUTS_RS_VERSION}, diagonal mass matrix), {} chains x {} draws after {} \
+             warm-up, seed {}, start MAP + {} Laplace sd jitter; {divergences} divergent transitions \
+             after warm-up",
+            settings.chains, settings.draws, settings.warmup, settings.seed, settings.init_jitter
+        ),
+        parameter_names: names,
+        sd: (0..d).map(|j| covariance[j * d + j].sqrt()).collect(),
+        mean,
+        covariance,
+        ess_bulk: parameters.iter().map(|p| p.stats.ess_bulk).collect(),
+        rhat: parameters.iter().map(|p| p.stats.rhat).collect(),
+        chains: settings.chains,
+        draws_per_chain: settings.draws,
+    };
+    moments.validate().map_err(NutsError::Moments)?;
+    Ok(NutsReference {
+        moments,
+        parameters,
+        chains,
+        draws,
+        map,
+        laplace,
+        seconds,
+    })
+}
+
+/// One chain from start to end on the calling thread.
+fn run_chain(
+    model: &dyn Model,
+    settings: &NutsSettings,
+    c: usize,
+    map: &[f64],
+    scale: &[f64],
+    progress: &dyn Progress,
+) -> Result<(NutsChainReport, Vec<f64>), NutsError> {
+    let started = Instant::now();
+    let d = map.len();
+    let mut rng = chain_stream(settings.seed, c);
+    let mut init = vec![0.0; d];
+    fill_standard_normal(&mut rng, &mut init);
+    for ((x, m), s) in init.iter_mut().zip(map).zip(scale) {
+        *x = m + settings.init_jitter * s * *x;
+    }
+    let non_finite = Cell::new(0);
+    let density = Density {
+        eval: FullDataEvaluator::new(model),
+        dim: d,
+        non_finite: &non_finite,
+    };
+    let start_error = |e: anyhow::Error| NutsError::Start {
+        chain: c,
+        message: format!("{e:#}"),
+    };
+    let mut chain = settings
+        .nuts_rs()
+        .new_chain(c as u64, CpuMath::new(density), &mut rng)
+        .map_err(start_error)?;
+    chain.set_position(&init).map_err(start_error)?;
+
+    let total = settings.warmup + settings.draws;
+    progress.chain_started(c, Some(total));
+    let mut draws = Vec::with_capacity(settings.draws * d);
+    let mut report = NutsChainReport {
+        chain: c,
+        divergences: 0,
+        warmup_divergences: 0,
+        non_finite: 0,
+        gradient_evaluations: 0,
+        step_size: f64::NAN,
+        init,
+        seconds: 0.0,
+    };
+    for it in 0..total {
+        let (position, info) = chain.draw().map_err(|e| NutsError::Sampler {
+            chain: c,
+            iteration: it + 1,
+            message: format!("{e:#}"),
+        })?;
+        report.gradient_evaluations += info.num_steps;
+        let warming_up = it < settings.warmup;
+        if info.diverging {
+            if warming_up {
+                report.warmup_divergences += 1;
+            } else {
+                report.divergences += 1;
+            }
+        }
+        if !warming_up {
+            report.step_size = info.step_size;
+            draws.extend_from_slice(&position);
+        }
+        progress.advanced(c, it + 1);
+    }
+    report.non_finite = non_finite.get();
+    report.seconds = started.elapsed().as_secs_f64();
+    progress.chain_finished(
+        c,
+        &ChainReport {
+            chain: c,
+            iterations: total,
+            draws: settings.draws,
+            seconds: report.seconds,
+            divergence: None,
+            interrupted: false,
+        },
+    );
+    Ok((report, draws))
+}
+
+/// Mean and covariance (divisor S − 1) of all chains' draws pooled (`chains[c]` row-major
+/// `draws × d`): centred draws X (S × d), then XᵀX/(S − 1) by faer.
+fn pooled_moments(chains: &[&[f64]], d: usize) -> (Vec<f64>, Vec<f64>) {
+    let s: usize = chains.iter().map(|c| c.len() / d).sum();
+    let mut mean = vec![0.0; d];
+    for row in chains.iter().flat_map(|c| c.chunks_exact(d)) {
+        mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
+    }
+    mean.iter_mut().for_each(|m| *m /= s as f64);
+    let rows: Vec<&[f64]> = chains.iter().flat_map(|c| c.chunks_exact(d)).collect();
+    let x = faer::Mat::<f64>::from_fn(s, d, |k, j| rows[k][j] - mean[j]);
+    let xtx = x.transpose() * &x;
+    clear_upper_vector_state();
+    let denom = (s as f64 - 1.0).max(1.0);
+    let covariance = (0..d * d)
+        .map(|k| {
+            let (i, j) = (k / d, k % d);
+            0.5 * (xtx[(i, j)] + xtx[(j, i)]) / denom
+        })
+        .collect();
+    (mean, covariance)
+}
