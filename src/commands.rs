@@ -1,4 +1,4 @@
-//! The `demo` and `run` commands.
+//! The `demo`, `run` and `reference` commands.
 
 use anyhow::{Context, Result};
 use sgmcmc::config::Config;
@@ -7,6 +7,7 @@ use sgmcmc::io::format_table;
 use sgmcmc::model::Model;
 use sgmcmc::optim::laplace_covariance;
 use sgmcmc::pipeline::{self, Outcome};
+use sgmcmc::reference::{self, NutsSettings};
 use sgmcmc::runner::auto_progress;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -199,4 +200,86 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     print_outcome(&outcome, &[]);
     write_outputs(out, &outcome, &cfg, model.as_ref())?;
     finish(&outcome)
+}
+
+/// `sgmcmc reference CONFIG --out FILE`: NUTS on the full-data posterior of the run file's model
+/// (built exactly as `run` builds it), a table, and the reference file.
+pub fn reference(
+    config: &Path,
+    out: &Path,
+    chains: usize,
+    warmup: usize,
+    draws: usize,
+    seed: Option<u64>,
+) -> Result<()> {
+    let cfg = Config::from_file(config)?;
+    let settings = NutsSettings {
+        chains,
+        warmup,
+        draws,
+        seed: seed.unwrap_or(cfg.run.seed),
+        ..NutsSettings::default()
+    };
+    settings.validate()?;
+    // Fail before sampling, not after, when the file cannot be written there.
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        anyhow::bail!(
+            "cannot write the reference file {}: directory {} does not exist",
+            out.display(),
+            dir.display()
+        );
+    }
+    let data = pipeline::load_data(&cfg.data)?;
+    let model = pipeline::build_model(&cfg.model, data)?;
+    println!(
+        "sgmcmc reference: NUTS (nuts-rs {}) on the full-data posterior of {} (N = {}, D = {}); \
+         {} chains x {} draws after {} warm-up, seed {}",
+        reference::NUTS_RS_VERSION,
+        model.name(),
+        model.num_data(),
+        model.dim(),
+        settings.chains,
+        settings.draws,
+        settings.warmup,
+        settings.seed
+    );
+    let progress = auto_progress(settings.chains);
+    let result = reference::run_nuts(model.as_ref(), &settings, progress.as_ref())?;
+    drop(progress);
+    let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
+    let extra: Vec<(&str, &[f64])> = laplace_sd
+        .as_deref()
+        .map(|sd| vec![("laplace_sd", sd)])
+        .unwrap_or_default();
+    println!();
+    print!("{}", format_table(&result.parameters, &extra));
+    println!("{}", verdict(&result.parameters));
+    let steps: Vec<String> = result
+        .chains
+        .iter()
+        .map(|c| format!("{:.3e}", c.step_size))
+        .collect();
+    println!(
+        "{:.2} s sampling, {} full-data gradient evaluations; step sizes {}; MAP in {} L-BFGS iterations",
+        result.seconds,
+        result.gradient_evaluations(),
+        steps.join(", "),
+        result.map.iterations
+    );
+    let divergences = result.divergences();
+    if divergences > 0 {
+        let non_finite: usize = result.chains.iter().map(|c| c.non_finite).sum();
+        println!(
+            "WARNING: {divergences} divergent transitions after warm-up ({non_finite} non-finite log \
+             densities in all); the reference may be biased: check the model, or raise --warmup"
+        );
+    }
+    if laplace_sd.is_some() {
+        println!("(laplace_sd = sd of the Laplace approximation at the MAP)");
+    }
+    result.moments.save(out)?;
+    println!("reference: {}", out.display());
+    Ok(())
 }

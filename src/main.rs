@@ -1,4 +1,4 @@
-//! The `sgmcmc` command line: `demo`, `run CONFIG`, `bench`, `experiment NAME`.
+//! The `sgmcmc` command line: `demo`, `run CONFIG`, `reference CONFIG`, `bench`, `experiment NAME`.
 
 mod bench;
 mod commands;
@@ -38,6 +38,27 @@ enum Command {
         #[arg(long, default_value = "out")]
         out: PathBuf,
     },
+    /// Full-data reference posterior of a run file's model by NUTS (nuts-rs): prints mean, sd, ESS and
+    /// R-hat per parameter and writes the reference moments (JSON).
+    Reference {
+        /// The run file (its data and model are used; the sampler settings are not).
+        config: PathBuf,
+        /// The reference file to write.
+        #[arg(long, default_value = "reference.json")]
+        out: PathBuf,
+        /// Number of chains.
+        #[arg(long, default_value_t = 4)]
+        chains: usize,
+        /// Warm-up iterations per chain (discarded).
+        #[arg(long, default_value_t = 1000)]
+        warmup: usize,
+        /// Draws kept per chain.
+        #[arg(long, default_value_t = 1000)]
+        draws: usize,
+        /// Seed (default: the run file's `[run] seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
     /// (--matrix: every sampler x estimator).
     Bench(bench::BenchArgs),
@@ -57,6 +78,14 @@ fn main() -> ExitCode {
             print_config,
         } => commands::demo(out, iterations, print_config),
         Command::Run { config, out } => commands::run(&config, &out),
+        Command::Reference {
+            config,
+            out,
+            chains,
+            warmup,
+            draws,
+            seed,
+        } => commands::reference(&config, &out, chains, warmup, draws, seed),
         Command::Bench(args) => bench::bench(&args),
         Command::Experiment { which } => experiment::run(which),
     };
