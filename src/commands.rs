@@ -276,8 +276,15 @@ pub fn reference(
              densities in all); the reference may be biased: check the model, or raise --warmup"
         );
     }
-    if laplace_sd.is_some() {
-        println!("(laplace_sd = sd of the Laplace approximation at the MAP)");
+    if let Some(rel) = result.sd_relative_to_laplace() {
+        let max = rel.iter().map(|r| r.abs()).fold(0.0, f64::max);
+        let mean = rel.iter().map(|r| r.abs()).sum::<f64>() / rel.len() as f64;
+        println!(
+            "NUTS sd vs Laplace sd (laplace_sd: the Laplace approximation at the MAP): \
+             max |relative difference| {:.2} %, mean {:.2} %",
+            100.0 * max,
+            100.0 * mean
+        );
     }
     result.moments.save(out)?;
     println!("reference: {}", out.display());

@@ -218,6 +218,20 @@ impl NutsReference {
             .fold(f64::NAN, f64::min)
     }
 
+    /// Per coordinate, the NUTS sd relative to the Laplace sd, σ_NUTS/σ_Laplace − 1 (None without
+    /// a Laplace approximation).
+    pub fn sd_relative_to_laplace(&self) -> Option<Vec<f64>> {
+        let laplace = self.laplace.as_ref()?;
+        Some(
+            self.moments
+                .sd
+                .iter()
+                .zip(&laplace.sd)
+                .map(|(n, l)| n / l - 1.0)
+                .collect(),
+        )
+    }
+
     /// Full-data gradient evaluations over all chains.
     pub fn gradient_evaluations(&self) -> u64 {
         self.chains.iter().map(|c| c.gradient_evaluations).sum()
