@@ -64,6 +64,11 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
             }
         );
     }
+    if let Some(ev) = &outcome.evaluation {
+        for line in ev.describe() {
+            println!("{line}");
+        }
+    }
     for c in &outcome.run.chains {
         if let Some(d) = &c.divergence {
             println!(
@@ -186,19 +191,21 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
 /// `sgmcmc run CONFIG --out DIR`.
 pub fn run(config: &Path, out: &Path) -> Result<()> {
     let cfg = Config::from_file(config)?;
-    let data = pipeline::load_data(&cfg.data)?;
-    let model = pipeline::build_model(&cfg.model, data)?;
+    // Data (without the held-out test rows), model, test split and reference.
+    let prepared = pipeline::prepare(&cfg)?;
+    let model = prepared.model();
     // Validate every setting before creating output.
     let settings = pipeline::run_settings(&cfg)?;
     pipeline::build_sampler(&cfg.sampler, &settings)?;
-    pipeline::check_estimator(&cfg.gradient, model.as_ref())?;
-    pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model.as_ref())?;
+    pipeline::check_estimator(&cfg.gradient, model)?;
+    pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);
     install_interrupt_handler();
-    let outcome = pipeline::execute(&cfg, model.as_ref(), Some(&zarr), progress.as_ref(), &STOP)?;
+    let outcome =
+        pipeline::execute_prepared(&cfg, &prepared, Some(&zarr), progress.as_ref(), &STOP)?;
     print_outcome(&outcome, &[]);
-    write_outputs(out, &outcome, &cfg, model.as_ref())?;
+    write_outputs(out, &outcome, &cfg, model)?;
     finish(&outcome)
 }
 

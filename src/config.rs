@@ -21,6 +21,9 @@ pub struct Config {
     /// Seed, chains, budget, burn-in, thinning, initialisation.
     #[serde(default)]
     pub run: RunConfig,
+    /// Accuracy metrics after the run: against reference moments and/or on a test split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<EvaluationConfig>,
 }
 
 /// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`, or
@@ -485,6 +488,62 @@ impl BatchSizeConfig {
     }
 }
 
+/// The `[evaluation]` table: accuracy metrics computed after the run from the kept draws
+/// (post burn-in, every chain that did not diverge) and written to `summary.json` under
+/// `evaluation`. Give a `reference` file, a test split, or both. The test split is either
+/// `test_fraction` of the `[data]` rows, held out of training, or explicit files in
+/// `[evaluation.test]` (the keys of `[data]`, except `synthetic`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluationConfig {
+    /// Reference moments (JSON as `sgmcmc reference` writes): relative sd error ξ and the
+    /// average squared z-score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<PathBuf>,
+    /// Fraction of the `[data]` rows held out as the test split, in (0, 1); those rows are not
+    /// given to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_fraction: Option<f64>,
+    /// Which rows `test_fraction` holds out: `"last"` (default; the MAMBA convention) or
+    /// `"random"` (a uniformly random subset drawn from `split_seed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitKind>,
+    /// Seed of the random split (independent of the run seed); default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_seed: Option<u64>,
+    /// Explicit test data, in the format of `[data]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<DataConfig>,
+    /// Equal-width confidence bins on [0, 1] for ECE and MCE.
+    #[serde(default = "default_calibration_bins")]
+    pub calibration_bins: usize,
+    /// At most this many draws (evenly spaced over the pooled draws) enter the test-split
+    /// metrics, whose cost is draws × test rows × features.
+    #[serde(default = "default_predictive_draws")]
+    pub predictive_draws: usize,
+}
+
+/// Which rows `test_fraction` holds out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitKind {
+    /// The last round(fraction·N) rows (training keeps the first ones).
+    Last,
+    /// A uniformly random subset of that size, from `split_seed`.
+    Random,
+}
+
+fn default_calibration_bins() -> usize {
+    crate::diagnostics::accuracy::CALIBRATION_BINS
+}
+
+/// Default of `[evaluation] predictive_draws`.
+pub const DEFAULT_PREDICTIVE_DRAWS: usize = 1000;
+
+fn default_predictive_draws() -> usize {
+    DEFAULT_PREDICTIVE_DRAWS
+}
+
 /// Seed, chains, budget, burn-in, thinning and initialisation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -685,6 +744,15 @@ impl Config {
             && file.is_relative()
         {
             *file = base.join(&*file);
+        }
+        if let Some(ev) = &mut self.evaluation {
+            fix(&mut ev.reference);
+            if let Some(test) = &mut ev.test {
+                fix(&mut test.features);
+                fix(&mut test.targets);
+                fix(&mut test.table);
+                fix(&mut test.libsvm);
+            }
         }
     }
 }

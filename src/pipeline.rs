@@ -14,7 +14,7 @@ use crate::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
 use crate::model::{
-    Bernoulli, GaussianModel, Glm, Model, ModelError, NoiseModel, Normal, NormalPrior,
+    Bernoulli, GaussianModel, Glm, Model, ModelError, NoiseModel, Normal, NormalPrior, Predictive,
 };
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
@@ -28,6 +28,13 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+
+mod evaluation;
+
+pub use evaluation::{
+    Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
+    RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
+};
 
 /// Anything that stops a run, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +163,28 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
 /// Build the model of the `[model]` table over `data`.
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
+        ModelConfig::Gaussian {
+            covariance,
+            prior_variance,
+        } => {
+            let d = data.features.cols();
+            let identity: Vec<f64> = (0..d * d)
+                .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
+                .collect();
+            let cov = covariance.as_deref().unwrap_or(&identity);
+            Box::new(GaussianModel::new(data.features, cov, *prior_variance)?)
+        }
+        _ => build_predictive_model(cfg, data)?,
+    })
+}
+
+/// Build the model of the `[model]` table over `data` as a [`Predictive`] model (the GLMs);
+/// an error for kinds without a predictive distribution.
+pub fn build_predictive_model(
+    cfg: &ModelConfig,
+    data: Dataset,
+) -> Result<Box<dyn Predictive>, PipelineError> {
+    Ok(match cfg {
         ModelConfig::Logistic {
             prior_variance,
             intercept,
@@ -184,16 +213,11 @@ pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, P
                 *intercept,
             )?)
         }
-        ModelConfig::Gaussian {
-            covariance,
-            prior_variance,
-        } => {
-            let d = data.features.cols();
-            let identity: Vec<f64> = (0..d * d)
-                .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
-                .collect();
-            let cov = covariance.as_deref().unwrap_or(&identity);
-            Box::new(GaussianModel::new(data.features, cov, *prior_variance)?)
+        ModelConfig::Gaussian { .. } => {
+            return Err(PipelineError::Model(ModelError::Unsupported {
+                model: "gaussian",
+                what: "a predictive distribution for held-out rows",
+            }));
         }
     })
 }
@@ -595,6 +619,9 @@ pub struct Outcome {
     pub map_seconds: f64,
     /// The runner's per-chain report (iterations, draws, divergences).
     pub run: RunReport,
+    /// Accuracy metrics when the config has an `[evaluation]` table ([`execute_prepared`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<EvaluationOutcome>,
 }
 
 /// Run a config on a built model: start points, chains in parallel, draws to memory (and to a
@@ -607,6 +634,45 @@ pub fn execute(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
+    execute_keeping_draws(cfg, model, zarr_path, progress, stop).map(|(outcome, _)| outcome)
+}
+
+/// [`execute`] on a [`prepare`]d run, then its `[evaluation]` (if any) over the summarised
+/// chains' kept draws, stored in [`Outcome::evaluation`].
+pub fn execute_prepared(
+    cfg: &Config,
+    prepared: &Prepared,
+    zarr_path: Option<&Path>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Outcome, PipelineError> {
+    let model = prepared.model();
+    let (mut outcome, chains) = execute_keeping_draws(cfg, model, zarr_path, progress, stop)?;
+    if let Some(ev) = &prepared.evaluation {
+        let kept: Vec<&[f64]> = outcome
+            .summarised_chains
+            .iter()
+            .map(|&c| chains[c].as_slice())
+            .collect();
+        let names = model.parameter_names();
+        outcome.evaluation = Some(match ev.evaluate(prepared.predictive(), &names, &kept) {
+            Ok(report) => EvaluationOutcome::Done(report),
+            Err(e) => EvaluationOutcome::Failed {
+                error: e.to_string(),
+            },
+        });
+    }
+    Ok(outcome)
+}
+
+/// [`execute`], also returning every chain's kept draws (flat `draws × D`).
+fn execute_keeping_draws(
+    cfg: &Config,
+    model: &dyn Model,
+    zarr_path: Option<&Path>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let settings = run_settings(cfg)?;
     let dim = model.dim();
     // Validate sampler and estimator settings once, before anything runs.
@@ -699,7 +765,7 @@ pub fn execute(
     let all = memory.into_chains();
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
     let parameters = summarize_parameters(&model.parameter_names(), &kept);
-    Ok(Outcome {
+    let outcome = Outcome {
         parameters,
         iterations_per_second: report.iterations_per_second(),
         draws: report.draws(),
@@ -711,7 +777,9 @@ pub fn execute(
         map,
         map_seconds,
         run: report,
-    })
+        evaluation: None,
+    };
+    Ok((outcome, all))
 }
 
 /// The `summary.json` document: the outcome plus the fully resolved settings.

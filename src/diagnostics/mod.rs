@@ -2,6 +2,7 @@
 //! "Rank-normalization, folding, and localization: an improved R-hat for assessing
 //! convergence of MCMC", matching ArviZ numerically.
 
+pub mod accuracy;
 mod autocorr;
 mod ess;
 mod rhat;

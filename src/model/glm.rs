@@ -126,7 +126,13 @@ impl<F: Family> Glm<F> {
         &self.features
     }
 
-    fn split<'t>(&self, theta: &'t [f64]) -> (&'t [f64], f64, &'t [f64]) {
+    /// The response family.
+    pub fn family(&self) -> &F {
+        &self.family
+    }
+
+    /// θ as (w, b, extra); b = 0 without an intercept.
+    pub(super) fn split<'t>(&self, theta: &'t [f64]) -> (&'t [f64], f64, &'t [f64]) {
         let d = self.features.cols();
         let (w, rest) = theta.split_at(d);
         let (b, extra) = if self.intercept {

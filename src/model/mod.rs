@@ -12,6 +12,7 @@ mod glm;
 mod linear;
 mod logistic;
 mod normal_gamma;
+mod predictive;
 mod prior;
 mod terms;
 
@@ -20,6 +21,7 @@ pub use glm::{Family, Glm};
 pub use linear::{LinearRegression, NoiseModel, Normal};
 pub use logistic::{Bernoulli, LogisticRegression};
 pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
+pub use predictive::{Predictive, PredictiveFamily, PredictiveTask};
 pub use prior::NormalPrior;
 pub use terms::{CovarianceShape, TermMoments};
 
