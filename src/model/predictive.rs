@@ -64,8 +64,9 @@ pub trait PredictiveFamily: Family {
     /// The inverse of [`PredictiveFamily::target_to_f64`] for a prepared response.
     fn target_from_f64(y: f64) -> Self::Target;
 
-    /// The predictive summary given the linear predictor z (and the extra parameters).
-    fn summary(&self, z: f64, extra: &[f64], out: &mut [f64]);
+    /// log p(y | z, extra) (as [`Family::log_lik`]), and the predictive summary given the
+    /// linear predictor z written into `out`, in one evaluation.
+    fn predict_at(&self, y: Self::Target, z: f64, extra: &[f64], out: &mut [f64]) -> f64;
 }
 
 impl PredictiveFamily for Bernoulli {
@@ -81,11 +82,17 @@ impl PredictiveFamily for Bernoulli {
         u8::from(y == 1.0)
     }
 
-    /// (p(y = 0), p(y = 1)) = (σ(−z), σ(z)); σ(−z) rather than 1 − σ(z) keeps the small one
-    /// accurate.
-    fn summary(&self, z: f64, _extra: &[f64], out: &mut [f64]) {
-        out[0] = super::logistic::sigmoid(-z);
-        out[1] = super::logistic::sigmoid(z);
+    /// (p(y = 0), p(y = 1)) = (σ(−z), σ(z)) and log p(y | z) = y·z − softplus(z), from one
+    /// exponential e = exp(−|z|): σ(|z|) = 1/(1 + e), σ(−|z|) = e/(1 + e),
+    /// softplus(z) = max(z, 0) + ln(1 + e). The small probability is never 1 − (the large one).
+    fn predict_at(&self, y: u8, z: f64, _extra: &[f64], out: &mut [f64]) -> f64 {
+        let e = (-z.abs()).exp();
+        let big = 1.0 / (1.0 + e);
+        let small = e * big;
+        let (p0, p1) = if z >= 0.0 { (small, big) } else { (big, small) };
+        out[0] = p0;
+        out[1] = p1;
+        f64::from(y) * z - (z.max(0.0) + e.ln_1p())
     }
 }
 
@@ -102,9 +109,10 @@ impl PredictiveFamily for Normal {
         y
     }
 
-    /// E[y | z] = z.
-    fn summary(&self, z: f64, _extra: &[f64], out: &mut [f64]) {
+    /// E[y | z] = z and the normal log-density.
+    fn predict_at(&self, y: f64, z: f64, extra: &[f64], out: &mut [f64]) -> f64 {
         out[0] = z;
+        self.log_lik(y, z, extra)
     }
 }
 
@@ -130,8 +138,8 @@ impl<F: PredictiveFamily> Predictive for Glm<F> {
     fn predict(&self, theta: &[f64], x: &[f64], y: f64, out: &mut [f64]) -> f64 {
         let (w, b, extra) = self.split(theta);
         let z = x.iter().zip(w).map(|(a, c)| a * c).sum::<f64>() + b;
-        self.family().summary(z, extra, out);
-        self.family().log_lik(F::target_from_f64(y), z, extra)
+        self.family()
+            .predict_at(F::target_from_f64(y), z, extra, out)
     }
 }
 
@@ -171,6 +179,19 @@ mod tests {
         assert!((lp - p.ln()).abs() < 1e-14);
         let lp0 = m.predict(&theta, &[2.0, 1.0], 0.0, &mut out);
         assert!((lp0 - (1.0 - p).ln()).abs() < 1e-14);
+        // The fused evaluation agrees with the family's log-likelihood and σ at every z,
+        // including far tails where 1 − σ(z) would round to 0.
+        for z in [-800.0, -40.0, -3.0, -1e-3, 0.0, 1e-3, 2.5, 40.0, 800.0] {
+            for y in [0u8, 1] {
+                let lp = Bernoulli.predict_at(y, z, &[], &mut out);
+                let want = Bernoulli.log_lik(y, z, &[]);
+                assert!((lp - want).abs() <= 1e-15 * want.abs().max(1.0), "{z} {y}");
+            }
+            let s1 = crate::model::logistic::sigmoid(z);
+            let s0 = crate::model::logistic::sigmoid(-z);
+            assert!((out[1] - s1).abs() <= 4e-16 * s1, "{z}: {} vs {s1}", out[1]);
+            assert!((out[0] - s0).abs() <= 4e-16 * s0, "{z}: {} vs {s0}", out[0]);
+        }
         // −1/+1 labels map to class indices; other labels are errors naming the row.
         assert_eq!(
             m.prepare_held_out_targets(&[-1.0, 1.0], "t").unwrap(),

@@ -408,6 +408,8 @@ pub struct EvaluationReport {
     /// On the test split, if there was one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<TestReport>,
+    /// Wall-clock seconds the metrics took.
+    pub seconds: f64,
 }
 
 /// The evaluation of a finished run: the report, or why there is none (e.g. no draws).
@@ -433,8 +435,8 @@ impl EvaluationOutcome {
             EvaluationOutcome::Done(r) => r,
         };
         let mut lines = vec![format!(
-            "evaluation over {} chains x {} draws:",
-            r.chains, r.draws_per_chain
+            "evaluation over {} chains x {} draws ({:.2} s):",
+            r.chains, r.draws_per_chain, r.seconds
         )];
         if let Some(f) = &r.reference {
             lines.push(format!(
@@ -486,6 +488,7 @@ impl Evaluation {
         names: &[String],
         chains: &[&[f64]],
     ) -> Result<EvaluationReport, AccuracyError> {
+        let start = std::time::Instant::now();
         let dim = names.len();
         let n = chains
             .iter()
@@ -531,6 +534,7 @@ impl Evaluation {
             draws_per_chain: n,
             reference,
             test,
+            seconds: start.elapsed().as_secs_f64(),
         })
     }
 }
