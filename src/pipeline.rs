@@ -656,7 +656,7 @@ pub fn execute_prepared(
             .collect();
         let names = model.parameter_names();
         outcome.evaluation = Some(match ev.evaluate(prepared.predictive(), &names, &kept) {
-            Ok(report) => EvaluationOutcome::Done(report),
+            Ok(report) => EvaluationOutcome::Done(Box::new(report)),
             Err(e) => EvaluationOutcome::Failed {
                 error: e.to_string(),
             },

@@ -103,7 +103,7 @@ fn equal_chains<'a>(
         });
     }
     for c in chains {
-        if c.len() % dim != 0 {
+        if !c.len().is_multiple_of(dim) {
             return Err(AccuracyError::Shape {
                 what: "chain draws",
                 len: c.len(),
@@ -258,7 +258,7 @@ fn log_lik_shape(log_lik: &[f64], rows: usize) -> Result<usize, AccuracyError> {
     if rows == 0 {
         return Err(AccuracyError::NoRows);
     }
-    if log_lik.len() % rows != 0 {
+    if !log_lik.len().is_multiple_of(rows) {
         return Err(AccuracyError::Shape {
             what: "log-likelihoods",
             len: log_lik.len(),
@@ -509,19 +509,27 @@ fn row_results<T: Element>(
                     mean.iter_mut().zip(&summary).for_each(|(m, v)| *m += v);
                 }
                 mean.iter_mut().for_each(|m| *m /= s as f64);
-                let (value, correct) = match task {
+                let (value, correct, p_y) = match task {
                     PredictiveTask::Classification { .. } => {
                         // The first class with the largest probability.
                         let (top, &p) = mean
                             .iter()
                             .enumerate()
                             .fold((0, &mean[0]), |best, c| if c.1 > best.1 { c } else { best });
-                        (p, top as f64 == y)
+                        (p, top as f64 == y, mean[y as usize])
                     }
-                    PredictiveTask::Regression => (mean[0], false),
+                    PredictiveTask::Regression => (mean[0], false, 0.0),
+                };
+                // For classifiers (1/S)·Σₛ p(y | x, θₛ) is the mean probability of class y,
+                // already summed: its log saves an exp per draw. Log-sum-exp of the
+                // log-likelihoods for regression, or when that mean is subnormal.
+                let log_predictive = if p_y >= f64::MIN_POSITIVE {
+                    p_y.ln()
+                } else {
+                    log_mean_exp(log_lik.iter().copied())
                 };
                 *result = RowResult {
-                    log_predictive: log_mean_exp(log_lik.iter().copied()),
+                    log_predictive,
                     mean_log_lik: log_lik.iter().sum::<f64>() / s as f64,
                     value,
                     correct,
@@ -542,7 +550,7 @@ pub fn predictive_metrics(
     bins: usize,
 ) -> Result<PredictiveMetrics, AccuracyError> {
     let dim = model.dim();
-    if draws.len() % dim != 0 {
+    if !draws.len().is_multiple_of(dim) {
         return Err(AccuracyError::Shape {
             what: "draws",
             len: draws.len(),

@@ -85,6 +85,9 @@ impl PredictiveFamily for Bernoulli {
     /// (p(y = 0), p(y = 1)) = (σ(−z), σ(z)) and log p(y | z) = y·z − softplus(z), from one
     /// exponential e = exp(−|z|): σ(|z|) = 1/(1 + e), σ(−|z|) = e/(1 + e),
     /// softplus(z) = max(z, 0) + ln(1 + e). The small probability is never 1 − (the large one).
+    /// ln(1 + e) is `ln` of the rounded sum, not `ln_1p`: its absolute error stays below
+    /// 2.3·10⁻¹⁶ (what a log-loss needs), and glibc's log1p took 38 % of the test-metrics pass
+    /// where ln takes 23 %.
     fn predict_at(&self, y: u8, z: f64, _extra: &[f64], out: &mut [f64]) -> f64 {
         let e = (-z.abs()).exp();
         let big = 1.0 / (1.0 + e);
@@ -92,7 +95,7 @@ impl PredictiveFamily for Bernoulli {
         let (p0, p1) = if z >= 0.0 { (small, big) } else { (big, small) };
         out[0] = p0;
         out[1] = p1;
-        f64::from(y) * z - (z.max(0.0) + e.ln_1p())
+        f64::from(y) * z - (z.max(0.0) + (1.0 + e).ln())
     }
 }
 

@@ -417,7 +417,7 @@ pub struct EvaluationReport {
 #[serde(untagged)]
 pub enum EvaluationOutcome {
     /// The metrics.
-    Done(EvaluationReport),
+    Done(Box<EvaluationReport>),
     /// Why they could not be computed.
     Failed {
         /// The reason.
@@ -568,7 +568,8 @@ mod tests {
             vec![0.0, 10.0, 1.0, 11.0, 2.0, 12.0]
         );
         assert_eq!(thin_pooled(&[&a, &b], 1, 3, 3), vec![0.0, 1.0, 2.0]);
-        assert_eq!(thin_pooled(&[&a, &b], 1, 3, 2), vec![0.0, 1.0]);
+        // Positions 0 and 3: chain 0 at t = 0, chain 1 at t = 1.
+        assert_eq!(thin_pooled(&[&a, &b], 1, 3, 2), vec![0.0, 11.0]);
     }
 
     #[test]
