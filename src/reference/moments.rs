@@ -73,7 +73,12 @@ impl ReferenceMoments {
         if d == 0 {
             return Err("no parameters".into());
         }
-        if !self.mean.iter().chain(&self.covariance).all(|v| v.is_finite()) {
+        if !self
+            .mean
+            .iter()
+            .chain(&self.covariance)
+            .all(|v| v.is_finite())
+        {
             return Err("non-finite mean or covariance".into());
         }
         if !self.sd.iter().all(|s| s.is_finite() && *s > 0.0) {
