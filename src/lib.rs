@@ -22,4 +22,5 @@ pub mod reference;
 pub mod rng;
 pub mod runner;
 pub mod sampler;
+pub mod stein;
 pub mod tuning;

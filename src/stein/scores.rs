@@ -1,0 +1,88 @@
+//! Full-batch scores at thinned draws (reference §4.6, score source `FullBatch`).
+//!
+//! Rows 0, k, 2k, … of the draws are kept and the exact ∇log π is computed at each with
+//! [`FullDataEvaluator`] (one parallel, thread-count-independent pass over the N data per kept
+//! draw, so the cost is N row gradients per kept draw). The time is measured and returned,
+//! since it is outside a tuner's sampling budget but usually dominates the KSD itself.
+
+use super::{SteinError, check_rows};
+use crate::estimator::FullDataEvaluator;
+use crate::model::Model;
+use std::time::Instant;
+
+/// Thinned draws and their exact scores.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThinnedScores {
+    /// Kept draws, P' × D row-major (rows 0, k, 2k, … of the input).
+    pub draws: Vec<f64>,
+    /// ∇log π at each kept draw, P' × D row-major.
+    pub scores: Vec<f64>,
+    /// D.
+    pub dim: usize,
+    /// Seconds the scores took.
+    pub seconds: f64,
+}
+
+impl ThinnedScores {
+    /// Number of kept draws P'.
+    pub fn len(&self) -> usize {
+        self.draws.len() / self.dim
+    }
+
+    /// Whether no draw was kept.
+    pub fn is_empty(&self) -> bool {
+        self.draws.is_empty()
+    }
+}
+
+/// Full-batch scores of `model` at rows 0, `thin`, 2·`thin`, … of `draws` (P × D row-major).
+pub fn full_batch_scores(
+    model: &dyn Model,
+    draws: &[f64],
+    dim: usize,
+    thin: usize,
+) -> Result<ThinnedScores, SteinError> {
+    let start = Instant::now();
+    let p = check_rows("draws", draws, dim)?;
+    if model.dim() != dim {
+        return Err(SteinError::ModelDimension {
+            model: model.dim(),
+            draws: dim,
+        });
+    }
+    if thin == 0 {
+        return Err(SteinError::BadSetting("thinning must be at least 1".into()));
+    }
+    if p == 0 {
+        return Err(SteinError::EmptySample);
+    }
+    let kept: Vec<f64> = draws
+        .chunks_exact(dim)
+        .step_by(thin)
+        .flatten()
+        .copied()
+        .collect();
+    let mut scores = vec![0.0; kept.len()];
+    let mut eval = FullDataEvaluator::new(model);
+    for (row, (theta, grad)) in kept
+        .chunks_exact(dim)
+        .zip(scores.chunks_exact_mut(dim))
+        .enumerate()
+    {
+        eval.grad_log_posterior(theta, grad);
+        if let Some(col) = grad.iter().position(|g| !g.is_finite()) {
+            return Err(SteinError::NonFinite {
+                what: "scores",
+                row: row * thin,
+                col,
+                value: grad[col],
+            });
+        }
+    }
+    Ok(ThinnedScores {
+        draws: kept,
+        scores,
+        dim,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
