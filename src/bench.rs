@@ -9,8 +9,10 @@
 //! bandwidth / DRAM bytes per iteration), which random rows cannot reach, and the gather bound:
 //! a loop that only gathers and sums the same rows with the same index stream, timed here.
 //!
-//! `sgmcmc bench --matrix` (module [`matrix`]) times every sampler with every estimator instead.
+//! `sgmcmc bench --matrix` (module [`matrix`]) times every sampler with every estimator instead;
+//! `sgmcmc bench --ksd` (module [`ksd`]) times the KSD and full-batch scores at thinned draws.
 
+mod ksd;
 mod matrix;
 
 use anyhow::{Result, bail};
@@ -49,8 +51,19 @@ pub struct BenchArgs {
     /// reference, is always measured.
     #[arg(long, value_delimiter = ',', requires = "matrix")]
     samplers: Vec<String>,
-    /// With --matrix: also write the table as JSON to this file.
-    #[arg(long, requires = "matrix")]
+    /// Instead: seconds per IMQ KSD (V-statistic) of 1,000 x 10, 5,000 x 10 and 1,000 x 100
+    /// draws on all cores, with FLOPs and the faer GEMM peak, and the cost per draw of
+    /// full-batch scores on the synthetic logistic data (--rows x --dim).
+    #[arg(long, conflicts_with_all = ["matrix", "batches", "precision", "samplers"])]
+    ksd: bool,
+    /// With --ksd: tile rows of the KSD (default: the library's).
+    #[arg(long, requires = "ksd")]
+    tile: Option<usize>,
+    /// With --ksd: draws at which full-batch scores are timed.
+    #[arg(long, default_value_t = 200, requires = "ksd")]
+    score_draws: usize,
+    /// With --matrix or --ksd: also write the table as JSON to this file.
+    #[arg(long)]
     json: Option<PathBuf>,
     /// Seconds per timed repeat.
     #[arg(long, default_value_t = 1.0)]
@@ -142,8 +155,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.repeats == 0 || !(args.seconds.is_finite() && args.seconds > 0.0) {
         bail!("--repeats must be at least 1 and --seconds finite and > 0");
     }
+    if args.json.is_some() && !(args.matrix || args.ksd) {
+        bail!("--json needs --matrix or --ksd");
+    }
     if args.matrix {
         return matrix::matrix(args);
+    }
+    if args.ksd {
+        return ksd::ksd(args);
     }
     for p in &args.precision {
         if p != "f64" && p != "f32" {

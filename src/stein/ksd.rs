@@ -237,7 +237,7 @@ fn sums<K: PairTerm>(draws: &[f64], scores: &[f64], dim: usize, tile: usize, k: 
     let unit_sums: Vec<f64> = (0..units)
         .into_par_iter()
         .map_init(
-            || vec![0.0; 4 * tile * tile],
+            || vec![0.0; 4 * tile * tile + tile],
             |out, u| {
                 let mut total = layout.tile_row(u, out, k);
                 let partner = tiles - 1 - u;
@@ -283,7 +283,7 @@ impl Layout<'_> {
         let zi = MatRef::from_row_major_slice(&self.z[2 * fi * d..2 * (fi + li) * d], 2 * li, d);
         let zj = MatRef::from_row_major_slice(&self.z[2 * fj * d..2 * (fj + lj) * d], 2 * lj, d);
         let w = 2 * lj;
-        let out = &mut out[..2 * li * w];
+        let (out, rest) = out.split_at_mut(2 * li * w);
         matmul(
             MatMut::from_row_major_slice_mut(out, 2 * li, w),
             Accum::Replace,
@@ -293,65 +293,111 @@ impl Layout<'_> {
             Par::Seq,
         );
         clear_upper_vector_state();
-        let (xx_j, sx_j) = (&self.xx[fj..fj + lj], &self.sx[fj..fj + lj]);
-        let mut total = 0.0;
-        for a in 0..li {
-            let start = if ti == tj { a + 1 } else { 0 };
-            let top = &out[a * w..(a + 1) * w];
-            let bottom = &out[(li + a) * w..(li + a + 1) * w];
-            total += row_sum(
-                k,
-                self.xx[fi + a],
-                self.sx[fi + a],
-                Row {
-                    g: &top[start..lj],
-                    xs: &top[lj + start..w],
-                    sx: &bottom[start..lj],
-                    ss: &bottom[lj + start..w],
-                    xx: &xx_j[start..],
-                    sxx: &sx_j[start..],
-                },
-            );
-        }
-        total
+        let (vals, _) = rest.split_at_mut(lj);
+        tile_sum(
+            k,
+            Tile {
+                out,
+                li,
+                lj,
+                diagonal: ti == tj,
+                xx_i: &self.xx[fi..fi + li],
+                sx_i: &self.sx[fi..fi + li],
+                xx_j: &self.xx[fj..fj + lj],
+                sx_j: &self.sx[fj..fj + lj],
+            },
+            vals,
+        )
     }
 }
 
-/// One row a of a tile pair against the columns b: x_aᵀx_b, x_aᵀs_b, s_aᵀx_b, s_aᵀs_b, and
-/// the columns' ‖x_b‖² and s_bᵀx_b.
-struct Row<'a> {
-    g: &'a [f64],
-    xs: &'a [f64],
-    sx: &'a [f64],
-    ss: &'a [f64],
-    xx: &'a [f64],
-    sxx: &'a [f64],
+/// One tile pair after its GEMM: `out` is the 2|I| × 2|J| row-major block
+/// [X_IX_Jᵀ, X_IS_Jᵀ; S_IX_Jᵀ, S_IS_Jᵀ], with the rows' ‖x‖² and sᵀx.
+struct Tile<'a> {
+    out: &'a [f64],
+    li: usize,
+    lj: usize,
+    diagonal: bool,
+    xx_i: &'a [f64],
+    sx_i: &'a [f64],
+    xx_j: &'a [f64],
+    sx_j: &'a [f64],
 }
 
-/// Lanes of the row sum: independent partial sums the compiler can keep in vector registers
-/// (a fixed assignment of columns to lanes, so the sum is reproducible).
+/// Lanes of the row sums: independent partial sums with a fixed assignment of columns to lanes
+/// (so the sum is reproducible) that the compiler keeps in vector registers.
 const LANES: usize = 8;
 
-#[inline(always)]
-fn row_sum<K: PairTerm>(k: K, xxa: f64, sxa: f64, r: Row<'_>) -> f64 {
-    let len = r.g.len();
-    let mut lanes = [0.0f64; LANES];
-    let full = len / LANES * LANES;
-    let pair = |j: usize| {
-        let r2 = xxa + r.xx[j] - 2.0 * r.g[j];
-        let r2 = if r2 > 0.0 { r2 } else { 0.0 };
-        let dr = sxa + r.sxx[j] - r.sx[j] - r.xs[j];
-        k.term(r.ss[j], dr, r2)
-    };
-    for base in (0..full).step_by(LANES) {
-        for (l, lane) in lanes.iter_mut().enumerate() {
-            *lane += pair(base + l);
+/// Σ_{a ∈ I, b ∈ J, a < b} k_p(x_a, x_b) of one tile, with the widest vector instructions the
+/// CPU has. Every path does the same IEEE operations (+, −, ×, ÷, √; Rust never fuses them into
+/// FMAs) in the same order, so the value is bit-identical whichever path runs.
+fn tile_sum<K: PairTerm>(k: K, t: Tile<'_>, vals: &mut [f64]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { tile_sum_avx512(k, t, vals) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { tile_sum_avx2(k, t, vals) };
         }
     }
-    for (l, j) in (full..len).enumerate() {
-        lanes[l] += pair(j);
+    tile_sum_body(k, t, vals)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_sum_avx512<K: PairTerm>(k: K, t: Tile<'_>, vals: &mut [f64]) -> f64 {
+    tile_sum_body(k, t, vals)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_sum_avx2<K: PairTerm>(k: K, t: Tile<'_>, vals: &mut [f64]) -> f64 {
+    tile_sum_body(k, t, vals)
+}
+
+/// Row by row: first every k_p of the row into `vals` (a plain element-wise loop the compiler
+/// vectorises), then their sum over [`LANES`] lanes.
+#[inline(always)]
+fn tile_sum_body<K: PairTerm>(k: K, t: Tile<'_>, vals: &mut [f64]) -> f64 {
+    let (li, lj) = (t.li, t.lj);
+    let w = 2 * lj;
+    let mut total = 0.0;
+    for a in 0..li {
+        let start = if t.diagonal { a + 1 } else { 0 };
+        let top = &t.out[a * w..(a + 1) * w];
+        let bottom = &t.out[(li + a) * w..(li + a + 1) * w];
+        let (xxa, sxa) = (t.xx_i[a], t.sx_i[a]);
+        let vals = &mut vals[start..lj];
+        let columns = top[start..lj]
+            .iter()
+            .zip(&top[lj + start..w])
+            .zip(&bottom[start..lj])
+            .zip(&bottom[lj + start..w])
+            .zip(&t.xx_j[start..])
+            .zip(&t.sx_j[start..]);
+        for (v, (((((g, xs), sx), ss), xxb), sxb)) in vals.iter_mut().zip(columns) {
+            // ‖r‖² = ‖x_a‖² + ‖x_b‖² − 2x_aᵀx_b ≥ 0; (s_a − s_b)ᵀr = s_aᵀx_a − s_aᵀx_b − s_bᵀx_a + s_bᵀx_b.
+            let r2 = xxa + xxb - 2.0 * g;
+            let r2 = if r2 > 0.0 { r2 } else { 0.0 };
+            let dr = sxa + sxb - sx - xs;
+            *v = k.term(*ss, dr, r2);
+        }
+        let mut lanes = [0.0f64; LANES];
+        let mut chunks = vals.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (lane, v) in lanes.iter_mut().zip(c) {
+                *lane += v;
+            }
+        }
+        for (lane, v) in lanes.iter_mut().zip(chunks.remainder()) {
+            *lane += v;
+        }
+        total += lanes.iter().sum::<f64>();
     }
-    lanes.iter().sum()
+    total
 }
 
 /// Linear-time KSD (reference §4.3, Liu, Lee & Jordan 2016): the mean of
