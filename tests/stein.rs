@@ -3,18 +3,23 @@
 //! loop, FSSD and FSSD-opt (closed form, gradients, distinct locations, power), thread-count
 //! independence, full-batch scores and errors.
 //!
-//! Break-once checks done while writing these tests (each broke the code, saw the named test
-//! fail, and restored it):
-//! - KSD: dropped the `− 2dβ·u^(β−1)` term (a2 = 0) in ksd.rs → `exact_small_cases_imq`,
-//!   `tiled_equals_naive_double_loop` and `ksd_v_expectation_is_2d_over_n` failed.
-//! - KSD: off-diagonal tile pairs not doubled (total += pair instead of 2·pair) →
-//!   `tiled_equals_naive_double_loop` failed (at every tile smaller than n).
-//! - FSSD-opt: gradient sign flipped in the Adam update (descent) →
-//!   `fssd_opt_improves_the_objective` failed (no improvement over the start).
-//! - FSSD: Gaussian Jacobian without the `+ y` term → `fssd_gradients_match_finite_differences`
-//!   failed.
+//! Break-once checks done while writing these tests (each broke the library once, ran this
+//! file, and restored it):
+//! - KSD: the `− 2dβ·u^(β−1)` term dropped (a2 = 0) → `exact_small_cases_imq`,
+//!   `ksd_v_expectation_is_2d_over_n`, `overdispersed_draws_have_larger_ksd` and
+//!   `tiled_equals_naive_double_loop` failed; the `s_aᵀs_b·u^β` term dropped → the same four.
+//! - KSD tiles: diagonal tiles starting at b = a instead of a + 1 → `exact_small_cases_imq`,
+//!   `ksd_v_expectation_is_2d_over_n`, `tiled_equals_naive_double_loop`; units after the first
+//!   counted half → only `tiled_equals_naive_double_loop` (the small cases fit in one unit).
+//! - KSD: unit sums reduced with rayon's `sum()` instead of collected and added in order →
+//!   `results_do_not_depend_on_the_thread_count` (last bit differs between 1 and 2 threads).
+//! - FSSD²_U divided by n² instead of n(n−1) → `fssd_small_case`.
+//! - FSSD-opt: Adam descending instead of ascending → `fssd_opt_improves_the_objective`.
+//! - FSSD: Gaussian Jacobian without its `+ y` term → `fssd_gradients_match_finite_differences`.
 //! - Locations: one normal vector reused for every location (the MAMBA defect) →
-//!   `initial_locations_are_distinct_and_fitted` failed.
+//!   `initial_locations_are_distinct_and_fitted` and `fssd_and_fssd_opt_detect_shift_and_scale`.
+//! - Median heuristic without the even-count average → `median_heuristic`.
+//! - Scores: thinning by k − 1 instead of k → `full_batch_scores_at_thinned_draws`.
 
 mod common;
 
@@ -326,9 +331,13 @@ fn overdispersed_draws_have_larger_ksd() {
 /// in a fixed order).
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
-    let (n, d) = (1500usize, 5usize);
-    let x = normals(405, 0, n * d);
-    let s = normals(405, 1, n * d);
+    let (n, d) = (3000usize, 3usize);
+    // Heavy-tailed values (normal cubes), so that a different summation order changes bits.
+    let x: Vec<f64> = normals(405, 0, n * d).iter().map(|v| v * v * v).collect();
+    let s: Vec<f64> = normals(405, 1, n * d)
+        .iter()
+        .map(|v| 3.0 * v * v * v)
+        .collect();
     let run = || {
         let k = ksd(&x, &s, d, &imq()).unwrap();
         let g = ksd(&x, &s, d, &gauss(3.0)).unwrap();
@@ -348,13 +357,16 @@ fn results_do_not_depend_on_the_thread_count() {
     };
     let one = in_pool(1, run);
     let two = in_pool(2, run);
-    assert_eq!(one.0.squared_v.to_bits(), two.0.squared_v.to_bits());
-    assert_eq!(
-        one.0.squared_u.unwrap().to_bits(),
-        two.0.squared_u.unwrap().to_bits()
-    );
-    assert_eq!(one.1.squared_v.to_bits(), two.1.squared_v.to_bits());
-    assert_eq!(one.2, two.2, "FSSD-opt differs between 1 and 2 threads");
+    let three = in_pool(3, run);
+    for other in [&two, &three] {
+        assert_eq!(one.0.squared_v.to_bits(), other.0.squared_v.to_bits());
+        assert_eq!(
+            one.0.squared_u.unwrap().to_bits(),
+            other.0.squared_u.unwrap().to_bits()
+        );
+        assert_eq!(one.1.squared_v.to_bits(), other.1.squared_v.to_bits());
+        assert_eq!(one.2, other.2, "FSSD-opt differs with the thread count");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
