@@ -6,7 +6,8 @@
 //! [`model`] (prior + likelihood over N data points), [`data`] (zero-copy data sets and
 //! loaders), [`estimator`] (unbiased score estimates), [`sampler`] (one iteration of a scheme),
 //! [`runner`] (the shared loop: budgets, chains, storage), [`diagnostics`] (R-hat, ESS),
-//! [`optim`] (the MAP), [`io`] (draw sinks and summaries) and [`config`] (the TOML run file).
+//! [`optim`] (the MAP), [`io`] (draw sinks and summaries), [`stein`] (KSD and FSSD sample
+//! quality) and [`config`] (the TOML run file).
 #![warn(missing_docs)]
 
 pub mod config;

@@ -20,7 +20,7 @@ use serde::Serialize;
 use sgmcmc::data::synthetic;
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::rng::{fill_standard_normal, stream};
-use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd_with_tile};
+use sgmcmc::stein::{ImqKernel, KSD_TILE, Kernel, full_batch_scores, ksd_with_tile};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -42,9 +42,6 @@ const SIZES: &[(usize, usize)] = &[(1_000, 10), (5_000, 10), (1_000, 100)];
 /// Operations of the kernel arithmetic per pair a < b (IMQ, β = −½): ‖r‖² (3), (s_a − s_b)ᵀr
 /// (3), u, 1/u, sqrt, u^(β−1), u^(β−2) (5), the four terms and their sum (8), the lane sum (1).
 const KERNEL_FLOPS_PER_PAIR: f64 = 20.0;
-
-/// Tile rows of the library's default (`sgmcmc::stein::ksd`).
-const DEFAULT_TILE: usize = 64;
 
 /// Seed of the synthetic data (that of the plain bench and the demo).
 const DATA_SEED: u64 = 20_211_118;
@@ -236,7 +233,7 @@ fn gemm_only(z: &[f64], p: usize, d: usize, b: usize) -> f64 {
 
 /// `sgmcmc bench --ksd`.
 pub fn ksd(args: &super::BenchArgs) -> Result<()> {
-    let tile = args.tile.unwrap_or(DEFAULT_TILE);
+    let tile = args.tile.unwrap_or(KSD_TILE);
     if tile == 0 {
         bail!("--tile must be at least 1");
     }

@@ -22,7 +22,7 @@ pub use fssd::{
     Fssd, FssdObjective, FssdOpt, FssdOptSettings, ObjectiveGradient, fssd, fssd_opt,
     initial_locations, objective_and_gradient,
 };
-pub use ksd::{Ksd, ksd, ksd_with_tile, linear_ksd};
+pub use ksd::{KSD_TILE, Ksd, ksd, ksd_with_tile, linear_ksd};
 pub use scores::{ThinnedScores, full_batch_scores};
 
 use crate::rng::ChainRng;
