@@ -59,6 +59,24 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Stein discrepancies of stored draws: KSD (IMQ, c = 1, β = −1/2) with full-batch scores at
+    /// every K-th draw of each chain, and optionally FSSD-opt.
+    Ksd {
+        /// The draws: the Zarr store `sgmcmc run --out DIR` wrote (DIR/draws.zarr).
+        draws: PathBuf,
+        /// The run file of the model the draws target.
+        #[arg(long)]
+        config: PathBuf,
+        /// Keep every K-th draw of each chain (MAMBA's default is 10).
+        #[arg(long, default_value_t = 10)]
+        thin: usize,
+        /// Also FSSD-opt (J = 10 locations optimised on 20 % of the draws).
+        #[arg(long)]
+        fssd: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
     /// (--matrix: every sampler x estimator).
     Bench(bench::BenchArgs),
@@ -86,6 +104,13 @@ fn main() -> ExitCode {
             draws,
             seed,
         } => commands::reference(&config, &out, chains, warmup, draws, seed),
+        Command::Ksd {
+            draws,
+            config,
+            thin,
+            fssd,
+            json,
+        } => commands::ksd(&draws, &config, thin, fssd, json.as_deref()),
         Command::Bench(args) => bench::bench(&args),
         Command::Experiment { which } => experiment::run(which),
     };
