@@ -158,10 +158,11 @@ fn direct_ksd2(x: &[f64], s: &[f64], d: usize) -> f64 {
                     dr += (sa[i] - sb[i]) * r;
                     r2 += r * r;
                 }
-                // IMQ c = 1, β = −½ (reference §4.1).
+                // IMQ c = 1, β = −½ (reference §4.1): u^(−1/2), u^(−3/2), u^(−5/2).
                 let u: f64 = 1.0 + r2;
-                row += h * u.powf(-0.5) + u.powf(-1.5) * dr + d as f64 * u.powf(-1.5)
-                    - 3.0 * u.powf(-2.5) * r2;
+                let p0 = 1.0 / u.sqrt();
+                let (p1, p2) = (p0 / u, p0 / (u * u));
+                row += h * p0 + p1 * dr + d as f64 * p1 - 3.0 * p2 * r2;
             }
             row
         })
