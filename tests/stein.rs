@@ -10,7 +10,8 @@
 //!   `tiled_equals_naive_double_loop` failed; the `s_aᵀs_b·u^β` term dropped → the same four.
 //! - KSD tiles: diagonal tiles starting at b = a instead of a + 1 → `exact_small_cases_imq`,
 //!   `ksd_v_expectation_is_2d_over_n`, `tiled_equals_naive_double_loop`; units after the first
-//!   counted half → only `tiled_equals_naive_double_loop` (the small cases fit in one unit).
+//!   counted half → only `tiled_equals_naive_double_loop` and `bench_ksd_smoke` (the small
+//!   cases fit in one unit).
 //! - KSD: unit sums reduced with rayon's `sum()` instead of collected and added in order →
 //!   `results_do_not_depend_on_the_thread_count` (last bit differs between 1 and 2 threads).
 //! - FSSD²_U divided by n² instead of n(n−1) → `fssd_small_case`.
