@@ -223,7 +223,7 @@ pub struct ZScore {
 /// paper §5, reference §7.8), the end-of-run value: μ̂ is the mean of the second half of the
 /// pooled draws. Pooled order is iteration-major (iteration t of chain c is draw t·C + c, as
 /// §7.8 appends the C chains' draws per iteration); the window is the last ⌊C·n/2⌋ of the C·n
-/// draws. For exact independent draws E[value] = 1/window.
+/// draws. For exact independent draws E\[value\] = 1/window.
 pub fn mean_squared_z_score(
     chains: &[&[f64]],
     dim: usize,

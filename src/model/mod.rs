@@ -167,7 +167,7 @@ pub trait Model: Send + Sync {
     }
 
     /// `grad += weight·Σₖ tₖ`, each term tₖ also added to `moments` (CCAdL's noise covariance),
-    /// where tₖ = ∇log p(x_{batch[k]} | θ), minus ∇log p(x_{batch[k]} | θ̂) when `centre` is
+    /// where tₖ = `∇log p(x_{batch[k]} | θ)`, minus `∇log p(x_{batch[k]} | θ̂)` when `centre` is
     /// Some(θ̂) (the control-variate difference). The default computes the terms with
     /// [`Model::grad_log_lik_each`] in blocks of [`TERM_BLOCK`] rows; a model with a row loop of
     /// its own should override it with one fused pass that never writes the terms out (the GLMs
