@@ -17,24 +17,13 @@ use anyhow::{Context, Result, bail};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use serde::Serialize;
+use sgmcmc::cpu::clear_upper_vector_state;
 use sgmcmc::data::synthetic;
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::rng::{fill_standard_normal, stream};
 use sgmcmc::stein::{ImqKernel, KSD_TILE, Kernel, full_batch_scores, ksd_with_tile};
 use std::hint::black_box;
 use std::time::Instant;
-
-/// `vzeroupper` after a faer product, as the library does (model/terms.rs): a dirty upper
-/// vector state would slow the scalar code that runs next on the same thread.
-#[inline(always)]
-fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: `vzeroupper` only needs AVX, checked above; no live value is in the upper
-        // halves of the vector registers here.
-        unsafe { core::arch::x86_64::_mm256_zeroupper() };
-    }
-}
 
 /// The KSD sizes measured (P draws × D).
 const SIZES: &[(usize, usize)] = &[(1_000, 10), (5_000, 10), (1_000, 100)];

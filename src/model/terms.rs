@@ -19,26 +19,13 @@
 //! hand them over with [`TermMoments::add_scaled`], one fused loop per term; any other model
 //! with [`TermMoments::add`].
 
+use crate::cpu::clear_upper_vector_state;
 use crate::data::Element;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
 /// Terms per GEMM of the full shape: 128 rows of D + 1 ≈ 11 doubles (11 KB) stay in L1.
 const BLOCK: usize = 128;
-
-/// `vzeroupper` after a faer product: its AVX kernels leave the upper vector state dirty, which
-/// makes the SSE code that follows (the model's row loop, libm's `exp`) much slower
-/// (reference dependencies.md, "Pitfalls").
-#[inline(always)]
-fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: `vzeroupper` only needs AVX, checked above; it changes no value the program
-        // reads (SSE registers keep their low 128 bits, and nothing live is in the upper ones
-        // between our functions).
-        unsafe { core::arch::x86_64::_mm256_zeroupper() };
-    }
-}
 
 /// Which part of the term covariance is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

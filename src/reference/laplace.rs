@@ -1,6 +1,7 @@
 //! The Laplace approximation π ≈ N(θ̂, (−H)⁻¹) at the MAP θ̂, with H = ∇²log π(θ̂) (Bishop 2006,
 //! §4.4): a cheap check of a NUTS reference on smooth, unimodal posteriors (issue 4, must-show 3).
 
+use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
 use crate::model::Model;
 use crate::optim::lbfgs::LbfgsOptions;
@@ -132,18 +133,4 @@ pub fn hessian_log_posterior(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
         }
     }
     hess
-}
-
-/// `vzeroupper` after faer's vectorised kernels: a dirty upper AVX state makes the SSE code
-/// that follows (libm's `exp`/`log` in the model's row loops) much slower (dependencies.md,
-/// "Pitfalls"; the same guard as `model::terms`, which is private to the model module).
-#[inline(always)]
-pub(crate) fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: `vzeroupper` only needs AVX, checked above; it changes no value the program
-        // reads (SSE registers keep their low 128 bits, and nothing live is in the upper ones
-        // between our functions).
-        unsafe { core::arch::x86_64::_mm256_zeroupper() };
-    }
 }

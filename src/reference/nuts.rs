@@ -17,8 +17,9 @@
 //! posterior bulk keeps warm-up short on large N; the jitter keeps the chains distinct, so split
 //! R-hat still compares chains that started apart.
 
-use super::laplace::{LaplaceApproximation, clear_upper_vector_state, laplace_at, map_options};
+use super::laplace::{LaplaceApproximation, laplace_at, map_options};
 use super::moments::ReferenceMoments;
+use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
 use crate::io::{ParameterRow, summarize_parameters};
 use crate::model::Model;

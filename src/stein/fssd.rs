@@ -16,9 +16,8 @@
 //! Sums over draws run over fixed chunks of [`CHUNK`] rows in parallel and are added in chunk
 //! order: values do not depend on the number of threads.
 
-use super::{
-    GaussianKernel, Kernel, SteinError, check_rows, check_sample, clear_upper_vector_state,
-};
+use super::{GaussianKernel, Kernel, SteinError, check_rows, check_sample};
+use crate::cpu::clear_upper_vector_state;
 use crate::rng::{ChainRng, fill_standard_normal};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};

@@ -17,7 +17,8 @@
 //! order, so the value does not depend on the number of threads. Memory: the 2P × D tile copy
 //! plus one (2B)² block per thread, never a P × P matrix.
 
-use super::{Kernel, SteinError, check_sample, clear_upper_vector_state};
+use super::{Kernel, SteinError, check_sample};
+use crate::cpu::clear_upper_vector_state;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;

@@ -481,16 +481,3 @@ pub fn evaluate(
         seconds: start.elapsed().as_secs_f64(),
     })
 }
-
-/// `vzeroupper` after a faer product (see `clear_upper_vector_state` in model/terms.rs): faer's
-/// AVX kernels leave the upper vector state dirty, which slows the SSE code and libm calls that
-/// follow.
-#[inline(always)]
-pub(crate) fn clear_upper_vector_state() {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
-        // SAFETY: `vzeroupper` only needs AVX, checked above; no live value is in the upper
-        // halves of the vector registers between our functions.
-        unsafe { core::arch::x86_64::_mm256_zeroupper() };
-    }
-}
