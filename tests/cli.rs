@@ -1,48 +1,18 @@
 //! The binary on bad input: every case gives a one-line error naming the problem and a non-zero
 //! exit, never a panic; a diverging chain is reported while the run still writes its outputs.
 
+mod common;
+
+use common::{assert_fails_with, sgmcmc};
 use ndarray::{Array1, Array2};
 use ndarray_npy::write_npy;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn sgmcmc(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("binary runs")
-}
+use std::process::Command;
 
 /// The `out/summary.json` a run wrote in `dir`.
 fn read_summary(dir: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(dir.join("out/summary.json")).expect("summary.json written");
     serde_json::from_str(&text).expect("summary.json is JSON")
-}
-
-/// Runs `sgmcmc run run.toml` in `dir` and asserts a clean failure whose one-line message
-/// contains every string of `needles`.
-fn assert_fails_with(dir: &Path, needles: &[&str]) {
-    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success; stderr: {stderr}"
-    );
-    assert!(
-        !stderr.contains("panicked"),
-        "panic instead of an error: {stderr}"
-    );
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected a one-line error, got: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
-    for n in needles {
-        assert!(
-            lines[0].contains(n),
-            "error {:?} does not mention {n:?}",
-            lines[0]
-        );
-    }
 }
 
 /// A temporary directory with a small logistic data set (x.npy, y.npy, table.csv) and a run file

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{dataset, inverse, linear_data, logistic_data, normals};
+use common::{assert_fails_with, dataset, inverse, linear_data, logistic_data, normals, sgmcmc};
 use ndarray::{Array1, Array2};
 use ndarray_npy::write_npy;
 use sgmcmc::config::Config;
@@ -35,7 +35,6 @@ use sgmcmc::pipeline::{self, EvaluationOutcome, EvaluationReport};
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::runner::NoProgress;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
 // ---------------------------------------------------------------------------------------------
@@ -134,14 +133,6 @@ fn gaussian_chains(
         .collect()
 }
 
-fn sgmcmc(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("binary runs")
-}
-
 fn write_xy(dir: &Path, stem: &str, x: &[f64], y: &[f64], d: usize) {
     let n = y.len();
     write_npy(
@@ -167,24 +158,6 @@ fn run_ok(dir: &Path) -> serde_json::Value {
     assert!(stdout.contains("evaluation over"), "{stdout}");
     let text = std::fs::read_to_string(dir.join("out/summary.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-/// `sgmcmc run run.toml` fails with one `error:` line containing every needle.
-fn assert_fails_with(dir: &Path, needles: &[&str]) {
-    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure; stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panic: {stderr}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
-    for n in needles {
-        assert!(
-            lines[0].contains(n),
-            "{:?} does not mention {n:?}",
-            lines[0]
-        );
-    }
 }
 
 fn f64_features(x: Vec<f64>, cols: usize) -> Features {

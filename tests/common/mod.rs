@@ -8,6 +8,8 @@ use sgmcmc::diagnostics::mcse_mean;
 use sgmcmc::estimator::GradientEstimator;
 use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal, stream};
 use sgmcmc::sampler::Sampler;
+use std::path::Path;
+use std::process::{Command, Output};
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic data (always from a seeded `sgmcmc::rng::stream`).
@@ -423,4 +425,42 @@ pub fn draw_estimates(
         est.estimate(theta, row, &mut rng);
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the `sgmcmc` binary with `args` in `dir`.
+pub fn sgmcmc(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("binary runs")
+}
+
+/// Runs `sgmcmc run run.toml` in `dir` and asserts a clean failure whose one-line message
+/// contains every string of `needles`.
+pub fn assert_fails_with(dir: &Path, needles: &[&str]) {
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "panic instead of an error: {stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected a one-line error, got: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    for n in needles {
+        assert!(
+            lines[0].contains(n),
+            "error {:?} does not mention {n:?}",
+            lines[0]
+        );
+    }
 }
