@@ -24,6 +24,9 @@ pub struct Config {
     /// Accuracy metrics after the run: against reference moments and/or on a test split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<EvaluationConfig>,
+    /// What `sgmcmc tune` searches over, and how (MAMBA and its baselines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<TuneConfig>,
 }
 
 /// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`, or
@@ -54,8 +57,8 @@ pub struct DataConfig {
     pub synthetic: Option<SyntheticConfig>,
 }
 
-/// The built-in synthetic logistic-regression data of the demo: x ~ N(0, I), θ* ~ N(0, I),
-/// y ~ Bernoulli(σ(xᵀθ*)), all from `seed`.
+/// Built-in synthetic logistic-regression data, all from `seed`: the demo's (x ~ N(0, I),
+/// θ* ~ N(0, I), y ~ Bernoulli(σ(xᵀθ*))), or with `generator = "mamba"` the MAMBA paper's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyntheticConfig {
@@ -66,6 +69,25 @@ pub struct SyntheticConfig {
     /// Seed of the data (independent of the run seed).
     #[serde(default = "default_data_seed")]
     pub seed: u64,
+    /// `"standard"` (default, the demo's) or `"mamba"`: θ* ~ N(0, 10·I), x ~ N(0, Σ_X) with
+    /// Σ_X[j, k] = b^|j−k| and one b ~ U(−0.4, 0.4) (MAMBA paper, App. C.1).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub generator: SyntheticGenerator,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// Which synthetic logistic-regression generator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyntheticGenerator {
+    /// The demo's: independent standard normal features and coefficients.
+    #[default]
+    Standard,
+    /// The MAMBA paper's correlated features and N(0, 10·I) coefficients.
+    Mamba,
 }
 
 fn default_data_seed() -> u64 {
@@ -535,6 +557,209 @@ pub enum SplitKind {
 
 fn default_calibration_bins() -> usize {
     crate::diagnostics::accuracy::CALIBRATION_BINS
+}
+
+/// The `[tune]` table of `sgmcmc tune` (reference §5): the grid of arms and MAMBA's settings
+/// (give exactly one budget), plus the settings of the baselines in `[tune.grid_search]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneConfig {
+    /// R: the thread-CPU seconds the winning arm runs for over all rounds when M is a power of
+    /// η (the paper's budget, e.g. 1 or 10); T = r₀·M·K with r₀ = R / Σ_{i<K} ηⁱ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_seconds: Option<f64>,
+    /// T: the total thread-CPU seconds over all arms and rounds, instead of R.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_seconds: Option<f64>,
+    /// R in per-datum gradient evaluations (reproducible from the seed), instead of seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_gradient_evaluations: Option<f64>,
+    /// T in per-datum gradient evaluations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_gradient_evaluations: Option<f64>,
+    /// Pruning rate η ≥ 2: each round keeps ⌊|Sᵢ|/η⌋ arms.
+    #[serde(default = "default_eta")]
+    pub eta: usize,
+    /// `"ksd"` (default) or `"fssd"` (FSSD-opt, J = 10).
+    #[serde(default)]
+    pub metric: TuneMetric,
+    /// Keep every `thin`-th iterate of a round for the metric (and the winner's draws).
+    #[serde(default = "default_tune_thin")]
+    pub thin: usize,
+    /// Scores at the kept draws: `"control_variates"` (default; a fixed random subsample of
+    /// `score_subsample` points about the MAP, the same for every arm) or `"full"` (exact).
+    #[serde(default)]
+    pub scores: TuneScores,
+    /// Subsample size m of the control-variate scores (cost m per-datum gradients per draw).
+    #[serde(default = "default_score_subsample")]
+    pub score_subsample: usize,
+    /// Threads the arms of a round run on (default: every core). Each arm is charged the CPU
+    /// time of its own thread, so the thread count does not change which arm wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Compatibility (`mamba_float_round_count`): K = int(log M / log η) in floating point.
+    #[serde(default)]
+    pub float_round_count: bool,
+    /// The arms: the Cartesian product of these values.
+    pub grid: TuneGrid,
+    /// The grid-search baseline (`sgmcmc tune --method grid-search`) and the batch size of the
+    /// 1/N heuristic.
+    #[serde(default)]
+    pub grid_search: GridSearchConfig,
+}
+
+fn default_eta() -> usize {
+    3
+}
+
+fn default_tune_thin() -> usize {
+    10
+}
+
+fn default_score_subsample() -> usize {
+    1000
+}
+
+/// The tuning metric (lower is better).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TuneMetric {
+    /// KSD, IMQ kernel c = 1, β = −1/2, V-statistic, square root (reference §4.2).
+    #[default]
+    Ksd,
+    /// FSSD-opt with J = 10 locations (reference §4.5).
+    Fssd,
+}
+
+/// Where the scores at the kept draws come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TuneScores {
+    /// ∇log p(θ) + Ĝ + (N/m)·Σ_{i∈S} [∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂)] with one fixed subsample
+    /// S of m points and θ̂ the MAP: the exact score of a surrogate posterior that agrees with π
+    /// at θ̂, at m/N of the cost.
+    #[default]
+    ControlVariates,
+    /// The exact full-data score (N per-datum gradients per draw).
+    Full,
+}
+
+/// The grid of `[tune.grid]`: `log10_step_size` (a list, or `{ from, to, by }`) or
+/// `step_size` (a list), `batch_size` (a list of counts, fractions or "1%" strings), and any
+/// other key of the `[sampler]` table with a list of values (e.g. `inner_steps = [5, 10]`).
+/// Steps are in the sampler's own units (ε for SGLD/pSGLD, η for SGHMC/SGNHT, h for the
+/// splitting schemes and CCAdL). Arms are ordered step, then batch size, then the other keys
+/// in alphabetical order (the last varying fastest); ties in the metric keep that order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuneGrid {
+    /// log10 of the step: a list, or `{ from = -1, to = -7.5, by = 0.5 }` (by > 0 walks from
+    /// `from` towards `to`, both ends included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log10_step_size: Option<GridValues>,
+    /// The steps themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_size: Option<Vec<f64>>,
+    /// Batch sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<Vec<BatchSizeConfig>>,
+    /// Any other `[sampler]` key, with its values.
+    #[serde(flatten)]
+    pub sampler: std::collections::BTreeMap<String, Vec<toml::Value>>,
+}
+
+/// Grid values: a list, or an arithmetic range with both ends included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GridValues {
+    /// Explicit values.
+    List(Vec<f64>),
+    /// from, from ± by, …, to.
+    Range {
+        /// First value.
+        from: f64,
+        /// Last value (included when the range reaches it within 1e-9·by).
+        to: f64,
+        /// Spacing > 0.
+        by: f64,
+    },
+}
+
+impl GridValues {
+    /// The values, or an error naming the problem.
+    pub fn values(&self) -> Result<Vec<f64>, String> {
+        match *self {
+            GridValues::List(ref v) if v.is_empty() => Err("an empty list".into()),
+            GridValues::List(ref v) => Ok(v.clone()),
+            GridValues::Range { from, to, by } => {
+                if !(by.is_finite() && by > 0.0 && from.is_finite() && to.is_finite()) {
+                    return Err(format!(
+                        "range from {from} to {to} by {by}: `by` must be > 0 and every value finite"
+                    ));
+                }
+                let steps = ((to - from).abs() / by + 1e-9).floor() as usize;
+                if steps > 100_000 {
+                    return Err(format!(
+                        "range from {from} to {to} by {by} has {steps} values"
+                    ));
+                }
+                let sign = if to >= from { 1.0 } else { -1.0 };
+                Ok((0..=steps).map(|k| from + sign * by * k as f64).collect())
+            }
+        }
+    }
+}
+
+/// `[tune.grid_search]`: the baselines of reference §5.5.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridSearchConfig {
+    /// Iterations per grid point.
+    #[serde(default = "default_grid_iterations")]
+    pub iterations: u64,
+    /// The batch size of every grid point and of the 1/N heuristic (the grid's own batch sizes
+    /// are not searched).
+    #[serde(default = "default_grid_batch")]
+    pub batch_size: BatchSizeConfig,
+    /// Standard deviation of the Gaussian noise added to the MAP to start each grid point.
+    #[serde(default = "default_start_noise")]
+    pub start_noise: f64,
+    /// `"log_loss"` (the test log-loss; needs a test split in `[evaluation]`) or `"ksd"`;
+    /// default: log-loss when there is a test split, else KSD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select_by: Option<GridSelection>,
+}
+
+impl Default for GridSearchConfig {
+    fn default() -> Self {
+        Self {
+            iterations: default_grid_iterations(),
+            batch_size: default_grid_batch(),
+            start_noise: default_start_noise(),
+            select_by: None,
+        }
+    }
+}
+
+fn default_grid_iterations() -> u64 {
+    5000
+}
+
+fn default_grid_batch() -> BatchSizeConfig {
+    BatchSizeConfig::Fraction(0.1)
+}
+
+fn default_start_noise() -> f64 {
+    0.2
+}
+
+/// How grid search picks its winner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GridSelection {
+    /// The MAMBA code's test log-loss: mean over draws of the mean test NLL.
+    LogLoss,
+    /// The KSD (with the `[tune]` scores).
+    Ksd,
 }
 
 /// Default of `[evaluation] predictive_draws`.

@@ -1,8 +1,10 @@
-//! The `sgmcmc` command line: `demo`, `run CONFIG`, `reference CONFIG`, `bench`, `experiment NAME`.
+//! The `sgmcmc` command line: `demo`, `run CONFIG`, `reference CONFIG`, `ksd`, `tune CONFIG`,
+//! `bench`, `experiment NAME`.
 
 mod bench;
 mod commands;
 mod experiment;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -77,6 +79,19 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Tune a sampler's step size, batch size and other hyperparameters over the run file's
+    /// [tune] grid: MAMBA (default), grid search or the 1/N heuristic; writes the per-round
+    /// table, the winner's run file and its draws.
+    Tune {
+        /// The run file, with a [tune] table.
+        config: PathBuf,
+        /// Which tuner.
+        #[arg(long, value_enum, default_value = "mamba")]
+        method: tune::MethodArg,
+        /// Output directory (rounds.csv, tune.json, winner.toml, winner_draws.zarr).
+        #[arg(long, default_value = "tune_out")]
+        out: PathBuf,
+    },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
     /// (--matrix: every sampler x estimator).
     Bench(bench::BenchArgs),
@@ -111,6 +126,11 @@ fn main() -> ExitCode {
             fssd,
             json,
         } => commands::ksd(&draws, &config, thin, fssd, json.as_deref()),
+        Command::Tune {
+            config,
+            method,
+            out,
+        } => tune::tune(&config, &out, method),
         Command::Bench(args) => bench::bench(&args),
         Command::Experiment { which } => experiment::run(which),
     };

@@ -4,7 +4,7 @@
 
 use crate::config::{
     Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig,
+    ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig, SyntheticGenerator,
 };
 use crate::data::{self, DataError, Dataset};
 use crate::estimator::{
@@ -30,11 +30,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 mod evaluation;
+mod tune;
 
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
     RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
 };
+pub use tune::{TuneMethod, TuneSession, tune_budget, tune_metric, winner_config};
 
 /// Anything that stops a run, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +91,14 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
                 "[data.synthetic] rows and dim must be at least 1".into(),
             ));
         }
-        data::synthetic::logistic_regression(s.rows, s.dim, s.seed).0
+        match s.generator {
+            SyntheticGenerator::Standard => {
+                data::synthetic::logistic_regression(s.rows, s.dim, s.seed).0
+            }
+            SyntheticGenerator::Mamba => {
+                data::synthetic::correlated_logistic_regression(s.rows, s.dim, s.seed).0
+            }
+        }
     } else if let Some(path) = &cfg.libsvm {
         data::load_libsvm(path, cfg.n_features)?
     } else if let Some(path) = &cfg.table {

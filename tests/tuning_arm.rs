@@ -7,7 +7,7 @@
 
 mod common;
 
-use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch};
+use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch, Svrg};
 use sgmcmc::model::{Bernoulli, GaussianModel, LogisticRegression, NormalPrior};
 use sgmcmc::rng::chain_stream;
 use sgmcmc::sampler::{Sghmc, SghmcSettings, Sgld, StepSize};
@@ -26,15 +26,15 @@ fn gradient_budget_is_exact_and_reproducible() {
     let model = logistic();
     let start = [1.0, -1.5, 0.5, 0.2];
     let run = |seed: u64| {
-        let sampler = Sghmc::new(1e-6, 5, SghmcSettings::default()).unwrap();
-        let estimator = Minibatch::new(&model, BatchSize::Count(50)).unwrap();
-        let mut arm = Arm::new(
-            Box::new(sampler),
-            Box::new(estimator),
-            &start,
-            chain_stream(seed, 0),
-        );
-        arm.run_round(ArmBudget::GradientEvaluations(10_000), 3)
+        let mut sampler = Sghmc::new(1e-6, 5, SghmcSettings::default()).unwrap();
+        let mut estimator = Minibatch::new(&model, BatchSize::Count(50)).unwrap();
+        let mut arm = Arm::new(&start, chain_stream(seed, 0));
+        arm.run_round(
+            &mut sampler,
+            &mut estimator,
+            ArmBudget::GradientEvaluations(10_000),
+            3,
+        )
     };
     let a = run(1);
     let l = 5u64;
@@ -67,14 +67,15 @@ impl SameButCpu for sgmcmc::tuning::Segment {
 fn rounds_warm_restart_from_the_last_iterate() {
     let mu = [1.0, -2.0];
     let model = GaussianModel::target(&mu, &[1.0, 0.0, 0.0, 4.0]).unwrap();
-    let sampler = Sgld::new(StepSize::Langevin(0.05), 1.0).unwrap();
-    let mut arm = Arm::new(
-        Box::new(sampler),
-        Box::new(FullBatch::new(&model)),
-        &[10.0, 10.0],
-        chain_stream(3, 0),
+    let mut sampler = Sgld::new(StepSize::Langevin(0.05), 1.0).unwrap();
+    let mut estimator = FullBatch::new(&model);
+    let mut arm = Arm::new(&[10.0, 10.0], chain_stream(3, 0));
+    let first = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::GradientEvaluations(200),
+        1,
     );
-    let first = arm.run_round(ArmBudget::GradientEvaluations(200), 1);
     assert_eq!(first.iterations, 199);
     assert_eq!(arm.position(), &first.draws[first.draws.len() - 2..]);
     for (theta, score) in first
@@ -88,7 +89,12 @@ fn rounds_warm_restart_from_the_last_iterate() {
     // The second round's first draw is one SGLD step (ε = 0.05, noise sd √0.05) from the first
     // round's last: far closer than the starting point (10, 10) was.
     let last = arm.position().to_vec();
-    let second = arm.run_round(ArmBudget::GradientEvaluations(3), 1);
+    let second = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::GradientEvaluations(3),
+        1,
+    );
     assert_eq!(second.iterations, 2);
     let jump = (second.draws[0] - last[0]).hypot(second.draws[1] - last[1]);
     assert!(jump < 1.5, "jump {jump}");
@@ -102,14 +108,15 @@ fn rounds_warm_restart_from_the_last_iterate() {
 #[test]
 fn divergence_is_reported_and_draws_stay_finite() {
     let model = GaussianModel::target(&[0.0], &[1e-6]).unwrap();
-    let sampler = Sgld::new(StepSize::Langevin(1.0), 1.0).unwrap();
-    let mut arm = Arm::new(
-        Box::new(sampler),
-        Box::new(FullBatch::new(&model)),
-        &[1.0],
-        chain_stream(4, 0),
+    let mut sampler = Sgld::new(StepSize::Langevin(1.0), 1.0).unwrap();
+    let mut estimator = FullBatch::new(&model);
+    let mut arm = Arm::new(&[1.0], chain_stream(4, 0));
+    let seg = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::GradientEvaluations(1_000_000),
+        1,
     );
-    let seg = arm.run_round(ArmBudget::GradientEvaluations(1_000_000), 1);
     assert!(seg.diverged);
     assert!(seg.iterations < 1000);
     assert!(seg.draws.iter().chain(&seg.scores).all(|v| v.is_finite()));
@@ -126,15 +133,49 @@ fn cpu_budget_counts_this_threads_work_only() {
     assert!(slept < 0.03, "sleeping cost {slept} s of CPU");
 
     let model = logistic();
-    let sampler = Sgld::new(StepSize::Langevin(1e-4), 1.0).unwrap();
-    let estimator = Minibatch::new(&model, BatchSize::Count(100)).unwrap();
-    let mut arm = Arm::new(
-        Box::new(sampler),
-        Box::new(estimator),
-        &[1.0, -1.5, 0.5, 0.2],
-        chain_stream(5, 0),
+    let mut sampler = Sgld::new(StepSize::Langevin(1e-4), 1.0).unwrap();
+    let mut estimator = Minibatch::new(&model, BatchSize::Count(100)).unwrap();
+    let mut arm = Arm::new(&[1.0, -1.5, 0.5, 0.2], chain_stream(5, 0));
+    let seg = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::ThreadCpuSeconds(0.05),
+        10,
     );
-    let seg = arm.run_round(ArmBudget::ThreadCpuSeconds(0.05), 10);
     assert!(seg.cpu_seconds >= 0.05, "{}", seg.cpu_seconds);
     assert!(seg.iterations > 0 && !seg.diverged);
+}
+
+/// SVRG's centre refreshes are charged N each: with n = 50, N = 2000 and the refresh every
+/// r = 10 calls, a round that runs k iterations of SGLD spends 2n per estimate plus N per
+/// refresh (the start's call is a refresh), so the budget stops earlier than with control
+/// variates alone.
+#[test]
+fn svrg_full_passes_count_in_the_gradient_budget() {
+    let model = logistic();
+    let n_data = 2000u64;
+    let mut sampler = Sgld::new(StepSize::Langevin(1e-5), 1.0).unwrap();
+    let mut estimator = Svrg::new(&model, BatchSize::Count(50), Some(10)).unwrap();
+    let mut arm = Arm::new(&[1.0, -1.5, 0.5, 0.2], chain_stream(6, 0));
+    let seg = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::GradientEvaluations(20_000),
+        1,
+    );
+    let calls = seg.iterations as u64 + 1;
+    let refreshes = calls.div_ceil(10);
+    assert_eq!(seg.gradient_evaluations, 100 * calls + n_data * refreshes);
+    assert!(seg.gradient_evaluations >= 20_000);
+    // One iteration earlier the budget was not yet spent.
+    let before = 100 * (calls - 1) + n_data * (calls - 1).div_ceil(10);
+    assert!(before < 20_000, "{before}");
+    // A second round restarts the count (a restart refreshes at once).
+    let again = arm.run_round(
+        &mut sampler,
+        &mut estimator,
+        ArmBudget::GradientEvaluations(20_000),
+        1,
+    );
+    assert_eq!(again.iterations, seg.iterations);
 }

@@ -41,6 +41,24 @@ impl<'m> ControlVariates<'m> {
         Ok(cv)
     }
 
+    /// Control variates about `centre` with its full-data score G = ∇log π(θ̂) already known
+    /// (e.g. shared by many estimators with one centre, as MAMBA's arms are): no pass over the
+    /// data. Errors as [`Self::new`], or if `centre_score` does not have the model's dimension.
+    pub fn with_centre_score(
+        model: &'m dyn Model,
+        batch: BatchSize,
+        centre: &[f64],
+        centre_score: &[f64],
+    ) -> Result<Self, EstimatorError> {
+        check_dim(model, centre.len())?;
+        check_dim(model, centre_score.len())?;
+        let mut cv = Self::uncentred(model, batch)?;
+        cv.centre.copy_from_slice(centre);
+        cv.centre_score.copy_from_slice(centre_score);
+        likelihood_part(model, centre, centre_score, &mut cv.centre_lik_score);
+        Ok(cv)
+    }
+
     /// The estimator with θ̂ = 0 and no score computed yet: [`Self::recentre`] must run before
     /// the first estimate (SVRG does that on its first call).
     pub(super) fn uncentred(
@@ -75,6 +93,11 @@ impl<'m> ControlVariates<'m> {
     /// The resolved batch size n.
     pub fn batch_size(&self) -> usize {
         self.batch
+    }
+
+    /// The number of data points N.
+    pub fn num_data(&self) -> usize {
+        self.model.num_data()
     }
 
     /// The centre θ̂.

@@ -27,6 +27,13 @@ pub trait GradientEstimator: Send {
     /// data); the unit of deterministic budgets and of cost comparisons.
     fn cost_per_estimate(&self) -> usize;
 
+    /// Per-datum gradient evaluations spent outside the per-call cost since the last
+    /// [`GradientEstimator::restart`]: N per SVRG centre refresh (reference §5.3). Budgets in
+    /// gradient evaluations add them. Default: 0.
+    fn extra_evaluations_since_restart(&self) -> u64 {
+        0
+    }
+
     /// Called when a chain (re)starts at `theta`: estimators with state (e.g. an SVRG centre)
     /// re-initialise here. Default: nothing.
     fn restart(&mut self, _theta: &[f64]) {}

@@ -17,6 +17,7 @@ pub struct Svrg<'m> {
     update_rate: usize,
     calls: usize,
     full_passes: usize,
+    passes_at_restart: usize,
     full: FullDataEvaluator<'m>,
 }
 
@@ -39,6 +40,7 @@ impl<'m> Svrg<'m> {
             update_rate,
             calls: 0,
             full_passes: 0,
+            passes_at_restart: 0,
             full: FullDataEvaluator::new(model),
         })
     }
@@ -118,6 +120,12 @@ impl GradientEstimator for Svrg<'_> {
     /// Reset the call counter: the next call refreshes the centre at its θ.
     fn restart(&mut self, _theta: &[f64]) {
         self.calls = 0;
+        self.passes_at_restart = self.full_passes;
+    }
+
+    /// N per full pass (centre refresh) since the last restart.
+    fn extra_evaluations_since_restart(&self) -> u64 {
+        ((self.full_passes - self.passes_at_restart) * self.cv.num_data()) as u64
     }
 
     /// As for control variates; refresh calls draw no minibatch, so a reuse window's batch is

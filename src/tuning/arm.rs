@@ -17,10 +17,12 @@ pub enum ArmBudget {
     /// CPU seconds of the thread running the arm ([`thread_cpu_seconds`]); the round stops at
     /// the first iteration boundary at or past it.
     ThreadCpuSeconds(f64),
-    /// Per-datum gradient evaluations: the start's estimate plus, per iteration, the sampler's
-    /// estimates per step × the estimator's cost per estimate (SVRG's periodic full passes are
-    /// not counted). The round stops at the first iteration boundary at or past it.
+    /// Per-datum gradient evaluations (reference §5.3): the start's estimate plus, per
+    /// iteration, the sampler's estimates per step × the estimator's cost per estimate, plus N
+    /// per SVRG centre refresh. The round stops at the first iteration boundary at or past it.
     GradientEvaluations(u64),
+    /// A fixed number of iterations (grid search's budget).
+    Iterations(u64),
 }
 
 /// What one round of an arm produced.
@@ -47,25 +49,20 @@ impl Segment {
     }
 }
 
-/// A sampler, its estimator, its stream and its current position.
-pub struct Arm<'m> {
-    sampler: Box<dyn Sampler + 'm>,
-    estimator: Box<dyn GradientEstimator + 'm>,
+/// An arm's persistent state between rounds: its current position and its random stream. The
+/// sampler and estimator are passed to each round: auxiliary state is re-initialised every
+/// round anyway (§5.2), so they can be built afresh (or reused) by the caller, and M arms need
+/// not hold M estimators' buffers at once.
+#[derive(Debug, Clone)]
+pub struct Arm {
     position: Vec<f64>,
     rng: ChainRng,
 }
 
-impl<'m> Arm<'m> {
-    /// An arm that will start at `start`.
-    pub fn new(
-        sampler: Box<dyn Sampler + 'm>,
-        estimator: Box<dyn GradientEstimator + 'm>,
-        start: &[f64],
-        rng: ChainRng,
-    ) -> Self {
+impl Arm {
+    /// An arm that will start at `start`, drawing from `rng`.
+    pub fn new(start: &[f64], rng: ChainRng) -> Self {
         Self {
-            sampler,
-            estimator,
             position: start.to_vec(),
             rng,
         }
@@ -76,38 +73,49 @@ impl<'m> Arm<'m> {
         &self.position
     }
 
-    /// Run one round: restart the sampler at the arm's position (auxiliary state, the
+    /// The arm's random stream (e.g. to draw a perturbed start).
+    pub fn rng(&mut self) -> &mut ChainRng {
+        &mut self.rng
+    }
+
+    /// Run one round: restart `sampler` at the arm's position (auxiliary state, the
     /// estimator's state and the iteration count start afresh, §5.2), iterate until `budget` is
     /// spent, keep every `thin`-th position (≥ 1) with its recorded score, and move the arm's
     /// position to the round's last finite iterate.
-    pub fn run_round(&mut self, budget: ArmBudget, thin: usize) -> Segment {
+    pub fn run_round(
+        &mut self,
+        sampler: &mut dyn Sampler,
+        estimator: &mut dyn GradientEstimator,
+        budget: ArmBudget,
+        thin: usize,
+    ) -> Segment {
         let thin = thin.max(1);
         let cpu_start = thread_cpu_seconds();
         let mut clock = CpuClock::new(cpu_start);
-        let per_estimate = self.estimator.cost_per_estimate() as u64;
-        let per_step = self.sampler.estimates_per_step() as u64 * per_estimate;
-        let mut segment = Segment {
-            gradient_evaluations: per_estimate,
-            ..Segment::default()
-        };
-        self.estimator.restart(&self.position);
-        self.sampler
-            .start(&self.position, self.estimator.as_mut(), &mut self.rng);
-        if !finite(self.sampler.position()) || !finite(self.sampler.score()) {
+        let per_estimate = estimator.cost_per_estimate() as u64;
+        let per_step = sampler.estimates_per_step() as u64 * per_estimate;
+        let mut segment = Segment::default();
+        estimator.restart(&self.position);
+        sampler.start(&self.position, estimator, &mut self.rng);
+        let mut evaluations = per_estimate;
+        if !finite(sampler.position()) || !finite(sampler.score()) {
             segment.diverged = true;
         }
         while !segment.diverged {
             let done = match budget {
                 ArmBudget::ThreadCpuSeconds(limit) => clock.elapsed_at_least(limit),
-                ArmBudget::GradientEvaluations(limit) => segment.gradient_evaluations >= limit,
+                ArmBudget::GradientEvaluations(limit) => {
+                    evaluations + estimator.extra_evaluations_since_restart() >= limit
+                }
+                ArmBudget::Iterations(limit) => segment.iterations as u64 >= limit,
             };
             if done {
                 break;
             }
-            self.sampler.step(self.estimator.as_mut(), &mut self.rng);
+            sampler.step(estimator, &mut self.rng);
             segment.iterations += 1;
-            segment.gradient_evaluations += per_step;
-            let (position, score) = (self.sampler.position(), self.sampler.score());
+            evaluations += per_step;
+            let (position, score) = (sampler.position(), sampler.score());
             if !finite(position) || !finite(score) {
                 segment.diverged = true;
                 break;
@@ -118,6 +126,7 @@ impl<'m> Arm<'m> {
                 segment.scores.extend_from_slice(score);
             }
         }
+        segment.gradient_evaluations = evaluations + estimator.extra_evaluations_since_restart();
         segment.cpu_seconds = thread_cpu_seconds() - cpu_start;
         segment
     }

@@ -1,14 +1,46 @@
 //! Hyperparameter tuning (reference §5): MAMBA's successive-halving bandit over a grid of sampler
-//! settings, scored by a Stein discrepancy.
+//! settings, scored by a Stein discrepancy, and the paper's baselines.
 //!
-//! [`halving`] is the bandit itself, independent of samplers: a plan (rounds and per-arm budgets
-//! of Algorithm 1) and a driver that asks a caller-supplied closure to run one arm for one round
-//! and return its metric. [`arm`] runs one arm for one round: warm restart from its last
-//! position, a budget charged to the arm (thread CPU time or gradient evaluations), the round's
-//! thinned draws with their recorded scores.
+//! - [`halving`]: the bandit itself, independent of samplers: a plan (rounds and per-arm budgets
+//!   of Algorithm 1) and a driver that asks a caller-supplied closure to run one round's arms.
+//! - [`arm`]: one arm's round: warm restart from its last position, a budget charged to the arm
+//!   (thread CPU time, gradient evaluations or iterations), the round's thinned draws.
+//! - [`grid`]: the arms, the Cartesian product of `[tune.grid]` over the run file's tables; the
+//!   1/N heuristic's settings.
+//! - [`scores`]: scores at kept draws: exact, or a fixed-subsample control-variate surrogate.
+//! - [`mamba`]: Algorithm 1 with parallel arms, each charged its own thread CPU time.
+//! - [`baselines`]: grid search with a caller-supplied selection metric.
 
 pub mod arm;
+pub mod baselines;
+pub mod grid;
 pub mod halving;
+pub mod mamba;
+pub mod scores;
 
 pub use arm::{Arm, ArmBudget, Segment, thread_cpu_seconds};
+pub use baselines::{GridPoint, GridSearchOutcome, GridSearchSettings, grid_search};
+pub use grid::{ArmSettings, expand_grid, heuristic_arm, with_sampler_key};
 pub use halving::{HalvingError, HalvingOutcome, HalvingPlan, RoundRecord, successive_halving};
+pub use mamba::{
+    ArmRound, MambaOutcome, MambaSettings, TuneBudget, TuneContext, TuneMetricSettings, mamba,
+};
+pub use scores::ScoreFunction;
+
+/// Errors of a tuning run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TuneError {
+    /// The grid or a tuning setting is invalid.
+    #[error("{0}")]
+    Grid(String),
+    /// The halving plan is invalid.
+    #[error(transparent)]
+    Halving(#[from] HalvingError),
+    /// Building a sampler or estimator failed.
+    #[error(transparent)]
+    Pipeline(#[from] crate::pipeline::PipelineError),
+    /// An estimator could not be built.
+    #[error(transparent)]
+    Estimator(#[from] crate::estimator::EstimatorError),
+}

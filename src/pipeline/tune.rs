@@ -1,0 +1,292 @@
+//! `sgmcmc tune`: a run file with a `[tune]` table → the arms, the shared context (MAP, its
+//! full-data score, the metric's score function), and MAMBA or a baseline; the winner as a
+//! ready-to-run config.
+//!
+//! Every arm starts at the MAP (reference §5.1), whatever `[run] init` says; control variates
+//! are centred there.
+
+use super::Prepared;
+use crate::config::{Config, GridSelection, InitConfig, TuneConfig, TuneMetric};
+use crate::diagnostics::accuracy;
+use crate::estimator::FullDataEvaluator;
+use crate::optim::find_map;
+use crate::optim::lbfgs::LbfgsOptions;
+use crate::stein::{FssdOptSettings, ImqKernel, Kernel};
+use crate::tuning::{
+    ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, ScoreFunction,
+    TuneBudget, TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search,
+    heuristic_arm, mamba,
+};
+use std::time::Instant;
+
+/// Stream of the run seed that draws the score subsample (far from arm numbers).
+const SCORE_STREAM: u64 = (1 << 20) + 48;
+
+/// A checked `[tune]` table over a prepared run.
+pub struct TuneSession<'p> {
+    /// The run file.
+    pub cfg: &'p Config,
+    /// Its `[tune]` table.
+    pub tune: &'p TuneConfig,
+    /// The prepared run (model, test split).
+    pub prepared: &'p Prepared,
+    /// The shared context of the arms.
+    pub ctx: TuneContext<'p>,
+    /// Seconds to find the MAP and its score.
+    pub map_seconds: f64,
+}
+
+/// Which tuner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TuneMethod {
+    /// MAMBA (successive halving on the Stein discrepancy).
+    Mamba,
+    /// Grid search: every step (and other non-batch key) at a fixed batch size and iteration
+    /// count, selected by test log-loss or KSD.
+    GridSearch,
+    /// step = 1/N, batch 10 %, L = 10 for SGHMC.
+    Heuristic,
+}
+
+/// The budget of a `[tune]` table (exactly one of the four keys).
+pub fn tune_budget(t: &TuneConfig) -> Result<TuneBudget, TuneError> {
+    let given = [
+        t.budget_seconds.map(TuneBudget::ArmSeconds),
+        t.total_seconds.map(TuneBudget::TotalSeconds),
+        t.budget_gradient_evaluations
+            .map(TuneBudget::ArmEvaluations),
+        t.total_gradient_evaluations
+            .map(TuneBudget::TotalEvaluations),
+    ];
+    let mut set = given.into_iter().flatten();
+    match (set.next(), set.next()) {
+        (Some(b), None) => Ok(b),
+        _ => Err(TuneError::Grid(
+            "[tune] give exactly one of `budget_seconds` (R), `total_seconds` (T), \
+             `budget_gradient_evaluations` or `total_gradient_evaluations`"
+                .into(),
+        )),
+    }
+}
+
+/// The metric of a `[tune]` table.
+pub fn tune_metric(t: &TuneConfig) -> TuneMetricSettings {
+    let imq = Kernel::Imq(ImqKernel::default());
+    match t.metric {
+        TuneMetric::Ksd => TuneMetricSettings::Ksd(imq),
+        TuneMetric::Fssd => TuneMetricSettings::Fssd(imq, FssdOptSettings::default()),
+    }
+}
+
+impl<'p> TuneSession<'p> {
+    /// Check the `[tune]` table, find the MAP and its full-data score, and draw the score
+    /// subsample.
+    pub fn new(cfg: &'p Config, prepared: &'p Prepared) -> Result<Self, TuneError> {
+        let tune = cfg.tune.as_ref().ok_or_else(|| {
+            TuneError::Grid(
+                "the run file has no [tune] table (see examples/tune_logistic.toml)".into(),
+            )
+        })?;
+        tune_budget(tune)?;
+        if tune.score_subsample == 0 {
+            return Err(TuneError::Grid(
+                "[tune] score_subsample must be at least 1".into(),
+            ));
+        }
+        let model = prepared.model();
+        let t = Instant::now();
+        let dim = model.dim();
+        let options = LbfgsOptions {
+            max_iterations: 2_000,
+            ..LbfgsOptions::default()
+        };
+        let map = find_map(model, &vec![0.0; dim], &options)
+            .map_err(|e| TuneError::Pipeline(e.into()))?;
+        let mut start_score = vec![0.0; dim];
+        FullDataEvaluator::new(model).grad_log_posterior(&map.theta, &mut start_score);
+        let mut rng = crate::rng::stream(cfg.run.seed, SCORE_STREAM);
+        let scores = ScoreFunction::from_config(
+            tune.scores,
+            model,
+            &map.theta,
+            &start_score,
+            tune.score_subsample,
+            &mut rng,
+        );
+        let ctx = TuneContext {
+            model,
+            start: map.theta,
+            start_score,
+            scores,
+        };
+        Ok(Self {
+            cfg,
+            tune,
+            prepared,
+            ctx,
+            map_seconds: t.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// MAMBA's arms: the whole grid.
+    pub fn arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
+        expand_grid(&self.cfg.sampler, &self.cfg.gradient, &self.tune.grid)
+    }
+
+    /// MAMBA's settings from the table.
+    pub fn mamba_settings(&self) -> Result<MambaSettings, TuneError> {
+        Ok(MambaSettings {
+            eta: self.tune.eta,
+            budget: tune_budget(self.tune)?,
+            thin: self.tune.thin,
+            metric: tune_metric(self.tune),
+            threads: self.tune.threads.unwrap_or(0),
+            float_round_count: self.tune.float_round_count,
+            seed: self.cfg.run.seed,
+            audit_full_scores: false,
+        })
+    }
+
+    /// Run MAMBA; `on_round` sees each round as it ends.
+    pub fn mamba(
+        &self,
+        settings: &MambaSettings,
+        on_round: &mut dyn FnMut(&[crate::tuning::ArmRound], f64),
+    ) -> Result<(Vec<ArmSettings>, MambaOutcome), TuneError> {
+        let arms = self.arms()?;
+        let outcome = mamba(&self.ctx, &arms, settings, on_round)?;
+        Ok((arms, outcome))
+    }
+
+    /// Grid search's arms: the grid without its batch sizes, at `[tune.grid_search]
+    /// batch_size`.
+    pub fn grid_search_arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
+        let mut grid = self.tune.grid.clone();
+        grid.batch_size = Some(vec![self.tune.grid_search.batch_size]);
+        expand_grid(&self.cfg.sampler, &self.cfg.gradient, &grid)
+    }
+
+    /// How grid search selects: the configured choice, else log-loss when there is a test
+    /// split, else KSD.
+    pub fn grid_selection(&self) -> Result<GridSelection, TuneError> {
+        let has_test = self
+            .prepared
+            .evaluation
+            .as_ref()
+            .is_some_and(|e| e.test.is_some())
+            && self.prepared.predictive().is_some();
+        match self.tune.grid_search.select_by {
+            Some(GridSelection::LogLoss) if !has_test => Err(TuneError::Grid(
+                "[tune.grid_search] select_by = \"log_loss\" needs a test split: add \
+                 `[evaluation] test_fraction` (or `[evaluation.test]`)"
+                    .into(),
+            )),
+            Some(s) => Ok(s),
+            None if has_test => Ok(GridSelection::LogLoss),
+            None => Ok(GridSelection::Ksd),
+        }
+    }
+
+    /// Run grid search.
+    pub fn grid_search(
+        &self,
+    ) -> Result<(Vec<ArmSettings>, GridSelection, GridSearchOutcome), TuneError> {
+        let arms = self.grid_search_arms()?;
+        let selection = self.grid_selection()?;
+        let g = &self.tune.grid_search;
+        let settings = GridSearchSettings {
+            iterations: g.iterations,
+            start_noise: g.start_noise,
+            thin: self.tune.thin,
+            threads: self.tune.threads.unwrap_or(0),
+            seed: self.cfg.run.seed,
+        };
+        let ksd = TuneMetricSettings::Ksd(Kernel::Imq(ImqKernel::default()));
+        let seed = self.cfg.run.seed;
+        let outcome = match selection {
+            GridSelection::Ksd => grid_search(&self.ctx, &arms, &settings, &|draws| {
+                self.ctx.metric(draws, &ksd, seed)
+            })?,
+            GridSelection::LogLoss => {
+                let predictive = self.prepared.predictive().expect("checked above");
+                let ev = self.prepared.evaluation.as_ref().expect("checked above");
+                let test = ev.test.as_ref().expect("checked above");
+                let max = ev.predictive_draws;
+                let dim = self.ctx.model.dim();
+                grid_search(&self.ctx, &arms, &settings, &|draws| {
+                    let thinned = evenly_spaced(draws, dim, max);
+                    accuracy::predictive_metrics(
+                        predictive,
+                        &thinned,
+                        &test.features,
+                        &test.targets,
+                        ev.calibration_bins,
+                    )
+                    .map(|m| m.log_loss_mamba)
+                    .unwrap_or(f64::INFINITY)
+                })?
+            }
+        };
+        Ok((arms, selection, outcome))
+    }
+
+    /// The 1/N heuristic's settings (batch from `[tune.grid_search] batch_size`).
+    pub fn heuristic(&self) -> Result<ArmSettings, TuneError> {
+        heuristic_arm(
+            &self.cfg.sampler,
+            &self.cfg.gradient,
+            self.ctx.model.num_data(),
+            self.tune.grid_search.batch_size,
+        )
+    }
+
+    /// The run file with `arm`'s sampler and gradient tables, no `[tune]` table, every chain
+    /// starting at the MAP, and paths made absolute: ready for `sgmcmc run`.
+    pub fn winner_config(&self, arm: &ArmSettings) -> Config {
+        winner_config(self.cfg, arm)
+    }
+}
+
+/// [`TuneSession::winner_config`].
+pub fn winner_config(cfg: &Config, arm: &ArmSettings) -> Config {
+    let mut out = cfg.clone();
+    out.sampler = arm.sampler.clone();
+    out.gradient = arm.gradient.clone();
+    out.tune = None;
+    out.run.init = InitConfig::default();
+    let abs = |p: &mut std::path::PathBuf| {
+        if let Ok(a) = std::path::absolute(&*p) {
+            *p = a;
+        }
+    };
+    let data = |d: &mut crate::config::DataConfig| {
+        for p in [&mut d.features, &mut d.targets, &mut d.table, &mut d.libsvm]
+            .into_iter()
+            .flatten()
+        {
+            abs(p);
+        }
+    };
+    data(&mut out.data);
+    if let Some(ev) = &mut out.evaluation {
+        ev.reference.iter_mut().for_each(abs);
+        if let Some(t) = &mut ev.test {
+            data(t);
+        }
+    }
+    out
+}
+
+/// At most `max` rows of `draws` (P × dim), evenly spaced.
+fn evenly_spaced(draws: &[f64], dim: usize, max: usize) -> Vec<f64> {
+    let p = draws.len() / dim;
+    if p <= max {
+        return draws.to_vec();
+    }
+    let mut out = Vec::with_capacity(max * dim);
+    for k in 0..max {
+        let r = k * p / max;
+        out.extend_from_slice(&draws[r * dim..(r + 1) * dim]);
+    }
+    out
+}

@@ -1,0 +1,455 @@
+//! MAMBA (reference §5.2; Coullon, South & Nemeth 2021, Algorithm 1): successive halving over
+//! a grid of sampler settings, each arm scored by a Stein discrepancy of its latest round.
+//!
+//! **Parallel arms, each charged its own CPU time.** The arms of a round run on a pool of
+//! threads (default: one per core). Each arm's budget is the CPU time of the thread running it
+//! ([`ArmBudget::ThreadCpuSeconds`]), not wall time, so an arm is charged for its own work only
+//! and the thread count does not change how much sampling an arm gets, hence which arm wins
+//! (up to the usual timing noise, and the slowdown two arms sharing memory bandwidth cause
+//! each other). The nominal budget T is the sum of the arms' budgets, so on c cores the
+//! sampling takes about T/c of wall time. With [`TuneBudget::ArmEvaluations`] or
+//! [`TuneBudget::TotalEvaluations`] budgets count per-datum gradient evaluations and a run is
+//! reproducible bit for bit from the seed, on any number of threads.
+//!
+//! Each arm draws from its own stream `rng::stream(seed, arm)`. Every round the arm's sampler and
+//! estimator are built afresh (auxiliary state restarts, §5.2) and started from the arm's last
+//! iterate. Control variates share one centre (the MAP) and its full-data score, computed once.
+
+use super::TuneError;
+use super::arm::{Arm, ArmBudget};
+use super::grid::ArmSettings;
+use super::halving::{HalvingPlan, successive_halving};
+use super::scores::ScoreFunction;
+use crate::config::EstimatorKind;
+use crate::estimator::{ControlVariates, GradientEstimator};
+use crate::model::Model;
+use crate::pipeline::{
+    build_estimator, build_method, check_estimator, check_sampler_with_estimator,
+};
+use crate::sampler::Sampler;
+use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// The budget of a tuning run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TuneBudget {
+    /// R in thread-CPU seconds (the paper's budget: the winner's cumulative time when M is a
+    /// power of η).
+    ArmSeconds(f64),
+    /// T in thread-CPU seconds.
+    TotalSeconds(f64),
+    /// R in per-datum gradient evaluations.
+    ArmEvaluations(f64),
+    /// T in per-datum gradient evaluations.
+    TotalEvaluations(f64),
+}
+
+impl TuneBudget {
+    fn plan(self, arms: usize, eta: usize) -> Result<HalvingPlan, TuneError> {
+        Ok(match self {
+            TuneBudget::ArmSeconds(r) | TuneBudget::ArmEvaluations(r) => {
+                HalvingPlan::with_arm_budget(arms, eta, r)?
+            }
+            TuneBudget::TotalSeconds(t) | TuneBudget::TotalEvaluations(t) => {
+                HalvingPlan::with_total_budget(arms, eta, t)?
+            }
+        })
+    }
+
+    fn arm_budget(self, per_arm: f64) -> ArmBudget {
+        match self {
+            TuneBudget::ArmSeconds(_) | TuneBudget::TotalSeconds(_) => {
+                ArmBudget::ThreadCpuSeconds(per_arm)
+            }
+            TuneBudget::ArmEvaluations(_) | TuneBudget::TotalEvaluations(_) => {
+                ArmBudget::GradientEvaluations(per_arm.ceil() as u64)
+            }
+        }
+    }
+
+    /// "s" (thread-CPU seconds) or "gradient evaluations".
+    pub fn unit(self) -> &'static str {
+        match self {
+            TuneBudget::ArmSeconds(_) | TuneBudget::TotalSeconds(_) => "s",
+            TuneBudget::ArmEvaluations(_) | TuneBudget::TotalEvaluations(_) => {
+                "gradient evaluations"
+            }
+        }
+    }
+}
+
+/// The discrepancy an arm is ranked by (lower is better).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneMetricSettings {
+    /// KSD with this kernel, reported as sqrt(KSD²_V).
+    Ksd(Kernel),
+    /// FSSD-opt (FSSD_V at the optimised locations) with this kernel and optimiser.
+    Fssd(Kernel, FssdOptSettings),
+}
+
+impl Default for TuneMetricSettings {
+    fn default() -> Self {
+        TuneMetricSettings::Ksd(Kernel::Imq(ImqKernel::default()))
+    }
+}
+
+/// Settings of a MAMBA run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MambaSettings {
+    /// Pruning rate η.
+    pub eta: usize,
+    /// R or T.
+    pub budget: TuneBudget,
+    /// Keep every `thin`-th iterate of a round.
+    pub thin: usize,
+    /// The metric.
+    pub metric: TuneMetricSettings,
+    /// Threads for the arms (0: every core).
+    pub threads: usize,
+    /// `mamba_float_round_count`.
+    pub float_round_count: bool,
+    /// Seed of every arm's stream.
+    pub seed: u64,
+    /// Also compute the KSD with exact full-batch scores at the same draws (outside the
+    /// budget), to check the ranking of a cheaper score function.
+    pub audit_full_scores: bool,
+}
+
+impl Default for MambaSettings {
+    fn default() -> Self {
+        Self {
+            eta: 3,
+            budget: TuneBudget::ArmSeconds(1.0),
+            thin: 10,
+            metric: TuneMetricSettings::default(),
+            threads: 0,
+            float_round_count: false,
+            seed: 0,
+            audit_full_scores: false,
+        }
+    }
+}
+
+/// What the arms share: the model, the starting point and control-variate centre (the MAP) with
+/// its full-data score, and the score function of the metric.
+pub struct TuneContext<'m> {
+    /// The model.
+    pub model: &'m dyn Model,
+    /// Where every arm starts, and the centre of control-variate estimators (the MAP).
+    pub start: Vec<f64>,
+    /// ∇log π at `start` (full data).
+    pub start_score: Vec<f64>,
+    /// Scores at kept draws.
+    pub scores: ScoreFunction<'m>,
+}
+
+impl TuneContext<'_> {
+    /// A fresh sampler and estimator for `arm`: control variates reuse the shared centre score
+    /// (no pass over the data).
+    pub fn build(
+        &self,
+        arm: &ArmSettings,
+    ) -> Result<(Box<dyn Sampler>, Box<dyn GradientEstimator + '_>), TuneError> {
+        let sampler = build_method(&arm.sampler.method)?;
+        let estimator: Box<dyn GradientEstimator + '_> = match arm.gradient.estimator {
+            EstimatorKind::ControlVariates => Box::new(
+                ControlVariates::with_centre_score(
+                    self.model,
+                    arm.gradient.batch_size.to_batch_size(),
+                    &self.start,
+                    &self.start_score,
+                )?
+                .with_replacement(arm.gradient.with_replacement),
+            ),
+            _ => build_estimator(&arm.gradient, self.model, Some(&self.start))?,
+        };
+        Ok((sampler, estimator))
+    }
+
+    /// Check every arm against the model (batch sizes, sampler with estimator) before running.
+    pub fn check(&self, arms: &[ArmSettings]) -> Result<(), TuneError> {
+        for (i, arm) in arms.iter().enumerate() {
+            let named = |e: crate::pipeline::PipelineError| {
+                TuneError::Grid(format!("arm {i} ({}): {e}", arm.label()))
+            };
+            check_estimator(&arm.gradient, self.model).map_err(named)?;
+            check_sampler_with_estimator(&arm.sampler.method, &arm.gradient, self.model)
+                .map_err(named)?;
+        }
+        Ok(())
+    }
+
+    /// The metric of `draws` (scored here): +∞ for no draws or a non-finite value.
+    pub fn metric(&self, draws: &[f64], metric: &TuneMetricSettings, seed: u64) -> f64 {
+        let d = self.model.dim();
+        if draws.is_empty() {
+            return f64::INFINITY;
+        }
+        let scores = self.scores.scores(draws);
+        finite_or_inf(discrepancy(draws, &scores, d, metric, seed))
+    }
+
+    /// The KSD of `draws` with exact full-batch scores (the audit of a cheaper score function).
+    pub fn full_batch_ksd(&self, draws: &[f64], kernel: &Kernel) -> f64 {
+        if draws.is_empty() {
+            return f64::INFINITY;
+        }
+        let scores = ScoreFunction::exact(self.model).scores(draws);
+        finite_or_inf(
+            ksd(draws, &scores, self.model.dim(), kernel)
+                .map(|k| k.ksd)
+                .unwrap_or(f64::NAN),
+        )
+    }
+}
+
+fn finite_or_inf(x: f64) -> f64 {
+    if x.is_finite() { x } else { f64::INFINITY }
+}
+
+/// The metric value of draws with their scores (NaN when it cannot be computed, e.g. too few
+/// draws for FSSD-opt's split).
+pub fn discrepancy(
+    draws: &[f64],
+    scores: &[f64],
+    dim: usize,
+    metric: &TuneMetricSettings,
+    seed: u64,
+) -> f64 {
+    if scores.iter().any(|s| !s.is_finite()) {
+        return f64::NAN;
+    }
+    match metric {
+        TuneMetricSettings::Ksd(kernel) => ksd(draws, scores, dim, kernel)
+            .map(|k| k.ksd)
+            .unwrap_or(f64::NAN),
+        TuneMetricSettings::Fssd(kernel, opt) => {
+            let mut rng = crate::rng::stream(seed, FSSD_STREAM);
+            fssd_opt(draws, scores, dim, kernel, opt, &mut rng)
+                .map(|f| f.value.value)
+                .unwrap_or(f64::NAN)
+        }
+    }
+}
+
+/// Stream FSSD-opt's split and locations draw from (far from arm numbers).
+const FSSD_STREAM: u64 = (1 << 20) + 32;
+
+/// One arm in one round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArmRound {
+    /// Round i.
+    pub round: usize,
+    /// Arm index (grid order).
+    pub arm: usize,
+    /// Its grid values, `key=value, …`.
+    pub label: String,
+    /// The metric of this round's draws (+∞: diverged, NaN, or no draws).
+    pub metric: f64,
+    /// The KSD with full-batch scores at the same draws, when audited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_batch_ksd: Option<f64>,
+    /// Draws kept this round.
+    pub draws: usize,
+    /// Iterations run this round.
+    pub iterations: usize,
+    /// Per-datum gradient evaluations spent.
+    pub gradient_evaluations: u64,
+    /// Thread-CPU seconds of sampling (the budgeted part).
+    pub sampling_seconds: f64,
+    /// Seconds building the sampler and estimator, scoring the draws and computing the metric.
+    pub overhead_seconds: f64,
+    /// The chain became non-finite.
+    pub diverged: bool,
+    /// Survived the round.
+    pub kept: bool,
+}
+
+/// The result of [`mamba`].
+#[derive(Debug, Clone, Serialize)]
+pub struct MambaOutcome {
+    /// Number of arms M.
+    pub arms: usize,
+    /// η.
+    pub eta: usize,
+    /// K.
+    pub rounds_planned: usize,
+    /// T, in the budget's unit.
+    pub total_budget: f64,
+    /// The budget's unit.
+    pub budget_unit: &'static str,
+    /// Every round, each in ranking order (best first).
+    pub rounds: Vec<Vec<ArmRound>>,
+    /// The winning arm (grid index).
+    pub winner: usize,
+    /// Its metric in the last round.
+    pub winner_metric: f64,
+    /// The winner's kept draws over all rounds (P × D row-major).
+    #[serde(skip)]
+    pub winner_draws: Vec<f64>,
+    /// The winner's last iterate.
+    pub winner_position: Vec<f64>,
+    /// Wall-clock seconds of the whole run.
+    pub wall_seconds: f64,
+    /// Sum of the arms' sampling CPU seconds.
+    pub sampling_seconds: f64,
+    /// Sum of the arms' overhead seconds (build, scores, metric).
+    pub overhead_seconds: f64,
+    /// Threads the arms ran on.
+    pub threads: usize,
+}
+
+struct ArmState {
+    arm: Arm,
+    draws: Vec<f64>,
+}
+
+/// Run MAMBA over `arms`; `on_round` sees each round's records (ranking order) as it ends.
+pub fn mamba(
+    ctx: &TuneContext<'_>,
+    arms: &[ArmSettings],
+    settings: &MambaSettings,
+    on_round: &mut dyn FnMut(&[ArmRound], f64),
+) -> Result<MambaOutcome, TuneError> {
+    let started = Instant::now();
+    if settings.thin == 0 {
+        return Err(TuneError::Grid("[tune] thin must be at least 1".into()));
+    }
+    ctx.check(arms)?;
+    let mut plan = settings.budget.plan(arms.len(), settings.eta)?;
+    if settings.float_round_count {
+        plan = plan.with_float_round_count();
+    }
+    let pool = thread_pool(settings.threads)?;
+    let states: Vec<Mutex<ArmState>> = (0..arms.len())
+        .map(|i| {
+            Mutex::new(ArmState {
+                arm: Arm::new(&ctx.start, crate::rng::stream(settings.seed, i as u64)),
+                draws: Vec::new(),
+            })
+        })
+        .collect();
+    let kernel = match &settings.metric {
+        TuneMetricSettings::Ksd(k) | TuneMetricSettings::Fssd(k, _) => *k,
+    };
+    let audit_kernel = match kernel {
+        Kernel::Imq(_) => kernel,
+        Kernel::Gaussian(_) => Kernel::Imq(ImqKernel::default()),
+    };
+    let mut records: Vec<Vec<ArmRound>> = Vec::new();
+    let mut failure: Option<TuneError> = None;
+    let outcome = successive_halving(&plan, |round, survivors, budget| {
+        let arm_budget = settings.budget.arm_budget(budget);
+        let results: Vec<Result<ArmRound, TuneError>> = pool.install(|| {
+            survivors
+                .par_iter()
+                .map(|&a| {
+                    let t = Instant::now();
+                    let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
+                    let mut state = states[a].lock().expect("no arm task panics");
+                    let build = t.elapsed().as_secs_f64();
+                    let segment = state.arm.run_round(
+                        sampler.as_mut(),
+                        estimator.as_mut(),
+                        arm_budget,
+                        settings.thin,
+                    );
+                    drop((sampler, estimator));
+                    let t = Instant::now();
+                    let metric = if segment.diverged {
+                        f64::INFINITY
+                    } else {
+                        ctx.metric(
+                            &segment.draws,
+                            &settings.metric,
+                            settings.seed ^ ((round as u64) << 32 | a as u64),
+                        )
+                    };
+                    let overhead = build + t.elapsed().as_secs_f64();
+                    let full_batch_ksd = settings
+                        .audit_full_scores
+                        .then(|| ctx.full_batch_ksd(&segment.draws, &audit_kernel));
+                    state.draws.extend_from_slice(&segment.draws);
+                    Ok(ArmRound {
+                        round,
+                        arm: a,
+                        label: arms[a].label(),
+                        metric,
+                        full_batch_ksd,
+                        draws: segment.len(ctx.model.dim()),
+                        iterations: segment.iterations,
+                        gradient_evaluations: segment.gradient_evaluations,
+                        sampling_seconds: segment.cpu_seconds,
+                        overhead_seconds: overhead,
+                        diverged: segment.diverged,
+                        kept: false,
+                    })
+                })
+                .collect()
+        });
+        let mut round_records = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                Ok(rec) => round_records.push(rec),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                    return vec![f64::INFINITY; survivors.len()];
+                }
+            }
+        }
+        let metrics: Vec<f64> = round_records.iter().map(|r| r.metric).collect();
+        // The halving's ranking (ascending metric, NaN last, ties in grid order) and survivors.
+        round_records.sort_by(|a, b| a.metric.total_cmp(&b.metric).then(a.arm.cmp(&b.arm)));
+        let keep = survivors.len() / plan.eta();
+        for (i, r) in round_records.iter_mut().enumerate() {
+            r.kept = i < keep;
+            if !r.kept && keep > 0 {
+                // A pruned arm's draws are never needed again.
+                states[r.arm].lock().expect("no arm task panics").draws = Vec::new();
+            }
+        }
+        on_round(&round_records, budget);
+        records.push(round_records);
+        metrics
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let rounds = records;
+    debug_assert_eq!(
+        rounds.last().map(|r| r[0].arm),
+        Some(outcome.winner),
+        "the printed ranking is the halving's"
+    );
+    let winner_state = states[outcome.winner].lock().expect("no arm task panics");
+    let sampling_seconds = rounds.iter().flatten().map(|r| r.sampling_seconds).sum();
+    let overhead_seconds = rounds.iter().flatten().map(|r| r.overhead_seconds).sum();
+    Ok(MambaOutcome {
+        arms: arms.len(),
+        eta: plan.eta(),
+        rounds_planned: plan.rounds(),
+        total_budget: plan.total_budget(),
+        budget_unit: settings.budget.unit(),
+        rounds,
+        winner: outcome.winner,
+        winner_metric: outcome.winner_metric,
+        winner_draws: winner_state.draws.clone(),
+        winner_position: winner_state.arm.position().to_vec(),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        sampling_seconds,
+        overhead_seconds,
+        threads: pool.current_num_threads(),
+    })
+}
+
+/// A pool of `threads` threads (0: one per core).
+pub(crate) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, TuneError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| TuneError::Grid(format!("cannot start {threads} threads: {e}")))
+}
