@@ -716,6 +716,10 @@ pub struct GridSearchConfig {
     /// Iterations per grid point.
     #[serde(default = "default_grid_iterations")]
     pub iterations: u64,
+    /// Instead of `iterations`: gradient estimates per grid point, so that SGHMC with L inner
+    /// steps runs ⌈estimates/L⌉ iterations and every point gets the same number of estimates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<u64>,
     /// The batch size of every grid point and of the 1/N heuristic (the grid's own batch sizes
     /// are not searched).
     #[serde(default = "default_grid_batch")]
@@ -733,6 +737,7 @@ impl Default for GridSearchConfig {
     fn default() -> Self {
         Self {
             iterations: default_grid_iterations(),
+            estimates: None,
             batch_size: default_grid_batch(),
             start_noise: default_start_noise(),
             select_by: None,

@@ -655,6 +655,17 @@ pub fn execute_prepared(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
+    execute_prepared_keeping_draws(cfg, prepared, zarr_path, progress, stop).map(|(o, _)| o)
+}
+
+/// [`execute_prepared`], also returning every chain's kept draws (flat `draws × D`).
+pub fn execute_prepared_keeping_draws(
+    cfg: &Config,
+    prepared: &Prepared,
+    zarr_path: Option<&Path>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let model = prepared.model();
     let (mut outcome, chains) = execute_keeping_draws(cfg, model, zarr_path, progress, stop)?;
     if let Some(ev) = &prepared.evaluation {
@@ -671,7 +682,7 @@ pub fn execute_prepared(
             },
         });
     }
-    Ok(outcome)
+    Ok((outcome, chains))
 }
 
 /// [`execute`], also returning every chain's kept draws (flat `draws × D`).

@@ -1,4 +1,5 @@
 //! Reproductions of the papers' experiments, as library functions that the CLI's
 //! `sgmcmc experiment` runs and the tests check (results in `docs/experiments/`).
 
+pub mod mamba_logreg;
 pub mod normal_gamma;

@@ -195,7 +195,8 @@ impl<'p> TuneSession<'p> {
         let selection = self.grid_selection()?;
         let g = &self.tune.grid_search;
         let settings = GridSearchSettings {
-            iterations: g.iterations,
+            iterations: g.estimates.unwrap_or(g.iterations),
+            count_estimates: g.estimates.is_some(),
             start_noise: g.start_noise,
             thin: self.tune.thin,
             threads: self.tune.threads.unwrap_or(0),

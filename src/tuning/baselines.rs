@@ -9,9 +9,8 @@
 use super::TuneError;
 use super::arm::{Arm, ArmBudget};
 use super::grid::ArmSettings;
-use super::mamba::{TuneContext, thread_pool};
+use super::mamba::{TuneContext, Workers};
 use crate::rng::fill_standard_normal;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -20,6 +19,9 @@ use std::time::Instant;
 pub struct GridSearchSettings {
     /// Iterations per grid point.
     pub iterations: u64,
+    /// Count `iterations` in gradient estimates: a sampler with L estimates per step runs
+    /// ⌈iterations/L⌉ iterations.
+    pub count_estimates: bool,
     /// Standard deviation of the noise added to the start.
     pub start_noise: f64,
     /// Keep every `thin`-th iterate for the selection metric.
@@ -86,49 +88,51 @@ pub fn grid_search(
         ));
     }
     ctx.check(arms)?;
-    let pool = thread_pool(settings.threads)?;
+    let workers = Workers::new(settings.threads)?;
     let dim = ctx.model.dim();
-    let results: Vec<Result<(GridPoint, Vec<f64>), TuneError>> = pool.install(|| {
-        (0..arms.len())
-            .into_par_iter()
-            .map(|a| {
-                let mut rng = crate::rng::stream(settings.seed, a as u64);
-                let mut start = vec![0.0; dim];
-                fill_standard_normal(&mut rng, &mut start);
-                start
-                    .iter_mut()
-                    .zip(&ctx.start)
-                    .for_each(|(s, m)| *s = m + settings.start_noise * *s);
-                let mut arm = Arm::new(&start, rng);
-                let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
-                let segment = arm.run_round(
-                    sampler.as_mut(),
-                    estimator.as_mut(),
-                    ArmBudget::Iterations(settings.iterations),
-                    settings.thin,
-                );
-                let t = Instant::now();
-                let metric = if segment.diverged || segment.draws.is_empty() {
-                    f64::INFINITY
-                } else {
-                    let m = select(&segment.draws);
-                    if m.is_finite() { m } else { f64::INFINITY }
-                };
-                Ok((
-                    GridPoint {
-                        arm: a,
-                        label: arms[a].label(),
-                        metric,
-                        draws: segment.len(dim),
-                        iterations: segment.iterations,
-                        sampling_seconds: segment.cpu_seconds,
-                        metric_seconds: t.elapsed().as_secs_f64(),
-                        diverged: segment.diverged,
-                    },
-                    segment.draws,
-                ))
-            })
-            .collect()
+    let results: Vec<Result<(GridPoint, Vec<f64>), TuneError>> = workers.map(arms.len(), &|a| {
+        let mut rng = crate::rng::stream(settings.seed, a as u64);
+        let mut start = vec![0.0; dim];
+        fill_standard_normal(&mut rng, &mut start);
+        start
+            .iter_mut()
+            .zip(&ctx.start)
+            .for_each(|(s, m)| *s = m + settings.start_noise * *s);
+        let mut arm = Arm::new(&start, rng);
+        let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
+        let iterations = if settings.count_estimates {
+            settings
+                .iterations
+                .div_ceil(sampler.estimates_per_step().max(1) as u64)
+        } else {
+            settings.iterations
+        };
+        let segment = arm.run_round(
+            sampler.as_mut(),
+            estimator.as_mut(),
+            ArmBudget::Iterations(iterations),
+            settings.thin,
+        );
+        let t = Instant::now();
+        let metric = if segment.diverged || segment.draws.is_empty() {
+            f64::INFINITY
+        } else {
+            let m = select(&segment.draws);
+            if m.is_finite() { m } else { f64::INFINITY }
+        };
+        Ok((
+            GridPoint {
+                arm: a,
+                label: arms[a].label(),
+                metric,
+                draws: segment.len(dim),
+                iterations: segment.iterations,
+                sampling_seconds: segment.cpu_seconds,
+                metric_seconds: t.elapsed().as_secs_f64(),
+                diverged: segment.diverged,
+            },
+            segment.draws,
+        ))
     });
     let mut points = Vec::with_capacity(arms.len());
     let mut draws = Vec::with_capacity(arms.len());

@@ -28,7 +28,6 @@ use crate::pipeline::{
 };
 use crate::sampler::Sampler;
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
-use rayon::prelude::*;
 use serde::Serialize;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -324,7 +323,7 @@ pub fn mamba(
     if settings.float_round_count {
         plan = plan.with_float_round_count();
     }
-    let pool = thread_pool(settings.threads)?;
+    let workers = Workers::new(settings.threads)?;
     let states: Vec<Mutex<ArmState>> = (0..arms.len())
         .map(|i| {
             Mutex::new(ArmState {
@@ -344,52 +343,50 @@ pub fn mamba(
     let mut failure: Option<TuneError> = None;
     let outcome = successive_halving(&plan, |round, survivors, budget| {
         let arm_budget = settings.budget.arm_budget(budget);
-        let results: Vec<Result<ArmRound, TuneError>> = pool.install(|| {
-            survivors
-                .par_iter()
-                .map(|&a| {
-                    let t = Instant::now();
-                    let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
-                    let mut state = states[a].lock().expect("no arm task panics");
-                    let build = t.elapsed().as_secs_f64();
-                    let segment = state.arm.run_round(
-                        sampler.as_mut(),
-                        estimator.as_mut(),
-                        arm_budget,
-                        settings.thin,
-                    );
-                    drop((sampler, estimator));
-                    let t = Instant::now();
-                    let metric = if segment.diverged {
-                        f64::INFINITY
-                    } else {
-                        ctx.metric(
-                            &segment.draws,
-                            &settings.metric,
-                            settings.seed ^ ((round as u64) << 32 | a as u64),
-                        )
-                    };
-                    let overhead = build + t.elapsed().as_secs_f64();
-                    let full_batch_ksd = settings
-                        .audit_full_scores
-                        .then(|| ctx.full_batch_ksd(&segment.draws, &audit_kernel));
-                    state.draws.extend_from_slice(&segment.draws);
-                    Ok(ArmRound {
-                        round,
-                        arm: a,
-                        label: arms[a].label(),
-                        metric,
-                        full_batch_ksd,
-                        draws: segment.len(ctx.model.dim()),
-                        iterations: segment.iterations,
-                        gradient_evaluations: segment.gradient_evaluations,
-                        sampling_seconds: segment.cpu_seconds,
-                        overhead_seconds: overhead,
-                        diverged: segment.diverged,
-                        kept: false,
-                    })
+        let results: Vec<Result<ArmRound, TuneError>> = workers.map(survivors.len(), &|i| {
+            let a = survivors[i];
+            {
+                let t = Instant::now();
+                let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
+                let mut state = states[a].lock().expect("no arm task panics");
+                let build = t.elapsed().as_secs_f64();
+                let segment = state.arm.run_round(
+                    sampler.as_mut(),
+                    estimator.as_mut(),
+                    arm_budget,
+                    settings.thin,
+                );
+                drop((sampler, estimator));
+                let t = Instant::now();
+                let metric = if segment.diverged {
+                    f64::INFINITY
+                } else {
+                    ctx.metric(
+                        &segment.draws,
+                        &settings.metric,
+                        settings.seed ^ ((round as u64) << 32 | a as u64),
+                    )
+                };
+                let overhead = build + t.elapsed().as_secs_f64();
+                let full_batch_ksd = settings
+                    .audit_full_scores
+                    .then(|| ctx.full_batch_ksd(&segment.draws, &audit_kernel));
+                state.draws.extend_from_slice(&segment.draws);
+                Ok(ArmRound {
+                    round,
+                    arm: a,
+                    label: arms[a].label(),
+                    metric,
+                    full_batch_ksd,
+                    draws: segment.len(ctx.model.dim()),
+                    iterations: segment.iterations,
+                    gradient_evaluations: segment.gradient_evaluations,
+                    sampling_seconds: segment.cpu_seconds,
+                    overhead_seconds: overhead,
+                    diverged: segment.diverged,
+                    kept: false,
                 })
-                .collect()
+            }
         });
         let mut round_records = Vec::with_capacity(results.len());
         for r in results {
@@ -442,14 +439,70 @@ pub fn mamba(
         wall_seconds: started.elapsed().as_secs_f64(),
         sampling_seconds,
         overhead_seconds,
-        threads: pool.current_num_threads(),
+        threads: workers.len(),
     })
 }
 
-/// A pool of `threads` threads (0: one per core).
-pub(crate) fn thread_pool(threads: usize) -> Result<rayon::ThreadPool, TuneError> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| TuneError::Grid(format!("cannot start {threads} threads: {e}")))
+/// Workers for the arms: `threads` (0: one per core) single-thread rayon pools.
+///
+/// Each arm runs start to end inside one worker's pool, so anything parallel inside it (a
+/// full-data gradient for a 100 % batch, the KSD's tiles) runs on that same thread and is
+/// charged to the arm's thread CPU time; with one shared pool, idle workers would help a full
+/// pass uncharged.
+pub(crate) struct Workers(Vec<rayon::ThreadPool>);
+
+impl Workers {
+    pub(crate) fn new(threads: usize) -> Result<Self, TuneError> {
+        let n = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let pools = (0..n)
+            .map(|_| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .map_err(|e| TuneError::Grid(format!("cannot start a worker thread: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self(pools))
+    }
+
+    /// Number of workers.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `f(0..n)` spread over the workers (each task whole on one worker), results in order.
+    pub(crate) fn map<R: Send>(&self, n: usize, f: &(dyn Fn(usize) -> R + Sync)) -> Vec<R> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let next = AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for pool in &self.0 {
+                let (next, results) = (&next, &results);
+                scope.spawn(move || {
+                    pool.install(|| {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= n {
+                                break;
+                            }
+                            let r = f(i);
+                            *results[i].lock().expect("no task panics") = Some(r);
+                        }
+                    })
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .expect("no task panics")
+                    .expect("every task ran")
+            })
+            .collect()
+    }
 }
