@@ -55,6 +55,9 @@ pub enum Experiment {
         /// Also MAMBA with FSSD-opt (the paper's M-FSSD column).
         #[arg(long)]
         fssd: bool,
+        /// Only MAMBA with FSSD-opt (and its final runs).
+        #[arg(long)]
+        fssd_only: bool,
         /// Samplers whose MAMBA is re-run with the full-batch KSD beside the surrogate (rank correlation).
         #[arg(long, value_delimiter = ',')]
         rank_check: Option<Vec<String>>,
@@ -141,6 +144,7 @@ pub fn run(which: Experiment) -> Result<()> {
             grid_estimates,
             samplers,
             fssd,
+            fssd_only,
             rank_check,
             seed,
             data_seed,
@@ -155,6 +159,7 @@ pub fn run(which: Experiment) -> Result<()> {
                     None => (0..6).collect(),
                 },
                 fssd,
+                fssd_only,
                 rank_check: sampler_indices(&rank_check.unwrap_or_default())?,
                 reference,
                 seed,

@@ -113,10 +113,14 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg) -> Result<()> {
                 grid_csv_row(&mut csv, i + 1, p);
             }
             std::fs::write(out.join("rounds.csv"), csv)?;
+            let g = &session.tune.grid_search;
             println!(
-                "\ngrid search: {} points x {} iterations; winner arm {} ({}); {:.2} s wall",
+                "\ngrid search: {} points x {}; winner arm {} ({}); {:.2} s wall",
                 arms.len(),
-                session.tune.grid_search.iterations,
+                match g.estimates {
+                    Some(e) => format!("{e} gradient estimates"),
+                    None => format!("{} iterations", g.iterations),
+                },
                 outcome.winner,
                 arms[outcome.winner].label(),
                 outcome.wall_seconds

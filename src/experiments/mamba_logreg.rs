@@ -16,7 +16,7 @@ use crate::pipeline::{self, Prepared, TuneSession, winner_config};
 use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
 use crate::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
-use crate::tuning::{ArmRound, ArmSettings, TuneError};
+use crate::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -133,14 +133,25 @@ pub struct MambaLogregSettings {
     pub samplers: Vec<usize>,
     /// Also MAMBA with FSSD-opt.
     pub fssd: bool,
+    /// Skip MAMBA-KSD, grid search and the heuristic (e.g. to run MAMBA-FSSD alone).
+    pub fssd_only: bool,
     /// Samplers (indices) whose MAMBA is re-run with the full-batch KSD audited.
     pub rank_check: Vec<usize>,
     /// The NUTS reference (read if it exists, else computed and written).
     pub reference: PathBuf,
     /// NUTS chains, warm-up and draws per chain.
     pub nuts: (usize, usize, usize),
-    /// At most this many evenly spaced draws of a final run enter its KSD (full-batch scores).
+    /// At most this many evenly spaced draws of a final run enter its exact KSD (full-batch
+    /// scores, N row gradients per draw).
     pub ksd_draws: usize,
+    /// The paper's KSD of a final run: every `final_thin`-th draw (thinned further to at most
+    /// `final_max_scored` draws), scored by the control-variate surrogate on
+    /// `final_score_subsample` points.
+    pub final_thin: usize,
+    /// See `final_thin`.
+    pub final_max_scored: usize,
+    /// See `final_thin`.
+    pub final_score_subsample: usize,
     /// Subsample of MAMBA's control-variate scores.
     pub score_subsample: usize,
     /// Threads for the arms (0: every core).
@@ -160,10 +171,14 @@ impl Default for MambaLogregSettings {
             grid_estimates: 5000,
             samplers: (0..6).collect(),
             fssd: false,
+            fssd_only: false,
             rank_check: Vec::new(),
             reference: PathBuf::from("mamba_logreg_reference.json"),
             nuts: (2, 500, 1000),
             ksd_draws: 1000,
+            final_thin: 10,
+            final_max_scored: 20_000,
+            final_score_subsample: 10_000,
             score_subsample: 1000,
             threads: 0,
         }
@@ -181,8 +196,15 @@ pub struct MethodResult {
     pub choice: String,
     /// Seconds the tuner took (wall).
     pub tune_seconds: f64,
-    /// The final run: KSD (IMQ, full-batch scores, ≤ `ksd_draws` evenly spaced draws).
+    /// The final run's KSD as MAMBA scores (the paper's): every 10th draw (≤ 20,000 of them),
+    /// surrogate scores on 10,000 points.
     pub ksd: f64,
+    /// Draws in `ksd`.
+    pub ksd_scored_draws: usize,
+    /// KSD with exact full-batch scores on ≤ `ksd_draws` evenly spaced draws.
+    pub ksd_exact: f64,
+    /// The same draws as `ksd_exact` with the surrogate scores (checks the surrogate).
+    pub ksd_exact_draws_surrogate: f64,
     /// ξ(σ̂) = ‖σ̂ − σ_NUTS‖/‖σ_NUTS‖.
     pub xi: f64,
     /// Test accuracy (posterior-mean probability ≥ 1/2).
@@ -232,8 +254,8 @@ pub struct SamplerResult {
     pub sampler: String,
     /// MAMBA-KSD, [MAMBA-FSSD,] grid search, heuristic.
     pub methods: Vec<MethodResult>,
-    /// MAMBA-KSD's timing.
-    pub timing: MambaTiming,
+    /// MAMBA-KSD's timing (when it ran).
+    pub timing: Option<MambaTiming>,
     /// The rank check, if asked for.
     pub rank_check: Option<Vec<RoundAgreement>>,
 }
@@ -359,33 +381,38 @@ pub fn run(
         let session = TuneSession::new(&cfg, &prepared)?;
         let mut methods = Vec::new();
 
-        // MAMBA-KSD.
-        let t = Instant::now();
         let mamba_settings = session.mamba_settings()?;
-        let (arms, outcome) = session.mamba(&mamba_settings, &mut |_, _| {})?;
-        let mamba_wall = t.elapsed().as_secs_f64();
-        let timing = MambaTiming {
-            arms: outcome.arms,
-            nominal_seconds: outcome.total_budget,
-            wall_seconds: session.map_seconds + mamba_wall,
-            sampling_cpu_seconds: outcome.sampling_seconds,
-            overhead_seconds: outcome.overhead_seconds,
-            threads: outcome.threads,
-        };
-        log(&format!(
-            "{name}: MAMBA-KSD chose {} in {:.2} s wall (T = {:.2} s, ratio {:.3})",
-            arms[outcome.winner].label(),
-            timing.wall_seconds,
-            timing.nominal_seconds,
-            timing.wall_seconds / timing.nominal_seconds
-        ));
-        let mut chosen = vec![(
-            "MAMBA-KSD".to_string(),
-            arms[outcome.winner].clone(),
-            mamba_wall,
-        )];
+        let mut chosen = Vec::new();
+        let mut timing = None;
+        if !settings.fssd_only {
+            // MAMBA-KSD.
+            let t = Instant::now();
+            let (arms, outcome) = session.mamba(&mamba_settings, &mut |_, _| {})?;
+            let mamba_wall = t.elapsed().as_secs_f64();
+            let timing_ksd = MambaTiming {
+                arms: outcome.arms,
+                nominal_seconds: outcome.total_budget,
+                wall_seconds: session.map_seconds + mamba_wall,
+                sampling_cpu_seconds: outcome.sampling_seconds,
+                overhead_seconds: outcome.overhead_seconds,
+                threads: outcome.threads,
+            };
+            log(&format!(
+                "{name}: MAMBA-KSD chose {} in {:.2} s wall (T = {:.2} s, ratio {:.3})",
+                arms[outcome.winner].label(),
+                timing_ksd.wall_seconds,
+                timing_ksd.nominal_seconds,
+                timing_ksd.wall_seconds / timing_ksd.nominal_seconds
+            ));
+            chosen.push((
+                "MAMBA-KSD".to_string(),
+                arms[outcome.winner].clone(),
+                mamba_wall,
+            ));
+            timing = Some(timing_ksd);
+        }
 
-        if settings.fssd {
+        if settings.fssd || settings.fssd_only {
             let cfg_f = Config::from_toml(&config_text(settings, index, true), name)
                 .map_err(|e| other(e.to_string()))?;
             let session_f = TuneSession::new(&cfg_f, &prepared)?;
@@ -403,25 +430,36 @@ pub fn run(
             ));
         }
 
-        // Grid search.
-        let t = Instant::now();
-        let (grid_arms, selection, grid) = session.grid_search()?;
-        debug_assert_eq!(selection, GridSelection::LogLoss);
-        log(&format!(
-            "{name}: grid search chose {} ({:.1} s)",
-            grid_arms[grid.winner].label(),
-            t.elapsed().as_secs_f64()
-        ));
-        chosen.push((
-            "grid search".into(),
-            grid_arms[grid.winner].clone(),
-            t.elapsed().as_secs_f64(),
-        ));
-        chosen.push(("heuristic".into(), session.heuristic()?, 0.0));
+        if !settings.fssd_only {
+            // Grid search.
+            let t = Instant::now();
+            let (grid_arms, selection, grid) = session.grid_search()?;
+            debug_assert_eq!(selection, GridSelection::LogLoss);
+            log(&format!(
+                "{name}: grid search chose {} ({:.1} s)",
+                grid_arms[grid.winner].label(),
+                t.elapsed().as_secs_f64()
+            ));
+            chosen.push((
+                "grid search".into(),
+                grid_arms[grid.winner].clone(),
+                t.elapsed().as_secs_f64(),
+            ));
+            chosen.push(("heuristic".into(), session.heuristic()?, 0.0));
+        }
 
+        let mut rng = crate::rng::stream(settings.seed, (1 << 20) + 80);
+        let final_scores = ScoreFunction::control_variates(
+            prepared.model(),
+            &session.ctx.start,
+            &session.ctx.start_score,
+            settings.final_score_subsample,
+            &mut rng,
+        );
         for (method, arm, tune_seconds) in chosen {
             let result = final_run(
                 settings,
+                &final_scores,
                 &cfg,
                 &prepared,
                 &reference,
@@ -430,8 +468,12 @@ pub fn run(
                 tune_seconds,
             )?;
             log(&format!(
-                "{name} / {method}: KSD {:.3}, xi {:.4}, accuracy {:.4}, {} draws{}",
+                "{name} / {method}: KSD {:.3} ({} draws; exact on {}: {:.3}, surrogate there {:.3}), xi {:.4}, accuracy {:.4}, {} draws{}",
                 result.ksd,
+                result.ksd_scored_draws,
+                settings.ksd_draws.min(result.draws),
+                result.ksd_exact,
+                result.ksd_exact_draws_surrogate,
                 result.xi,
                 result.accuracy,
                 result.draws,
@@ -440,7 +482,7 @@ pub fn run(
             methods.push(result);
         }
 
-        let rank_check = if settings.rank_check.contains(&index) {
+        let rank_check = if settings.rank_check.contains(&index) && !settings.fssd_only {
             let mut audited = mamba_settings.clone();
             audited.audit_full_scores = true;
             let (_, outcome) = session.mamba(&audited, &mut |_, _| {})?;
@@ -515,8 +557,10 @@ fn load_or_run_reference(
 }
 
 /// Run `arm` for `final_seconds` from the MAP (one chain) and measure it.
+#[allow(clippy::too_many_arguments)]
 fn final_run(
     settings: &MambaLogregSettings,
+    scores: &ScoreFunction<'_>,
     cfg: &Config,
     prepared: &Prepared,
     reference: &ReferenceMoments,
@@ -538,24 +582,31 @@ fn final_run(
     let draws = &chains[0];
     let p = draws.len() / dim;
     let diverged = !outcome.diverged_chains.is_empty();
-    let (ksd_value, xi) = if p == 0 {
-        (f64::INFINITY, f64::INFINITY)
-    } else {
+    let imq = Kernel::Imq(ImqKernel::default());
+    let ksd_of = |d: &[f64], sc: &[f64]| ksd(d, sc, dim, &imq).map(|k| k.ksd).unwrap_or(f64::NAN);
+    let (mut ksd_exact, mut ksd_check, mut ksd_paper, mut scored) =
+        (f64::INFINITY, f64::INFINITY, f64::INFINITY, 0);
+    let mut xi = f64::INFINITY;
+    if p > 0 {
         let thin = p.div_ceil(settings.ksd_draws.max(1)).max(1);
-        let scored = full_batch_scores(model, draws, dim, thin)
+        let exact = full_batch_scores(model, draws, dim, thin)
             .map_err(|e| TuneError::Grid(e.to_string()))?;
-        let k = ksd(
-            &scored.draws,
-            &scored.scores,
-            dim,
-            &Kernel::Imq(ImqKernel::default()),
-        )
-        .map(|k| k.ksd)
-        .unwrap_or(f64::NAN);
-        let xi =
-            accuracy::relative_sd_error(&[draws.as_slice()], dim, reference).unwrap_or(f64::NAN);
-        (k, xi)
-    };
+        ksd_exact = ksd_of(&exact.draws, &exact.scores);
+        ksd_check = ksd_of(&exact.draws, &scores.scores(&exact.draws));
+        let thin = settings
+            .final_thin
+            .max(p.div_ceil(settings.final_max_scored.max(1)))
+            .max(1);
+        let kept: Vec<f64> = draws
+            .chunks_exact(dim)
+            .step_by(thin)
+            .flatten()
+            .copied()
+            .collect();
+        scored = kept.len() / dim;
+        ksd_paper = ksd_of(&kept, &scores.scores(&kept));
+        xi = accuracy::relative_sd_error(&[draws.as_slice()], dim, reference).unwrap_or(f64::NAN);
+    }
     let accuracy = match &outcome.evaluation {
         Some(pipeline::EvaluationOutcome::Done(r)) => r
             .test
@@ -569,7 +620,10 @@ fn final_run(
         choice: choice(&arm),
         settings: arm,
         tune_seconds,
-        ksd: ksd_value,
+        ksd: ksd_paper,
+        ksd_scored_draws: scored,
+        ksd_exact,
+        ksd_exact_draws_surrogate: ksd_check,
         xi,
         accuracy,
         draws: p,
@@ -712,13 +766,55 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     }
     let _ = writeln!(
         s,
-        "\n**MAMBA-KSD's lower KSD than both baselines**: {} of {} samplers.\n",
+        "\nKSD above: every {}th draw of the run (at most {} of them), scored by the \
+         control-variate surrogate on {} points. Below: the exact KSD (full-batch scores) on at \
+         most {} evenly spaced draws of the same runs, and the surrogate on those same draws.\n",
+        report.settings.final_thin,
+        report.settings.final_max_scored,
+        report.settings.final_score_subsample,
+        report.settings.ksd_draws
+    );
+    let _ = writeln!(
+        s,
+        "| sampler | {} |",
+        methods
+            .iter()
+            .map(|m| format!("{m}: exact / surrogate"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
+    for r in &report.samplers {
+        let cells: Vec<String> = r
+            .methods
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} / {}",
+                    fmt_num(m.ksd_exact),
+                    fmt_num(m.ksd_exact_draws_surrogate)
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "| {} | {} |", r.sampler, cells.join(" | "));
+    }
+    let _ = writeln!(
+        s,
+        "\n**MAMBA-KSD's KSD below both baselines'**: {} of {} samplers (the paper's KSD above); \
+         {} of {} by the exact KSD on ≤ {} draws.\n",
         report
             .samplers
             .iter()
-            .filter(|r| beats_baselines(r))
+            .filter(|r| beats_baselines(r, |m| m.ksd))
             .count(),
-        report.samplers.len()
+        report.samplers.len(),
+        report
+            .samplers
+            .iter()
+            .filter(|r| beats_baselines(r, |m| m.ksd_exact))
+            .count(),
+        report.samplers.len(),
+        report.settings.ksd_draws
     );
     let _ = writeln!(
         s,
@@ -730,7 +826,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
     for r in &report.samplers {
-        let t = &r.timing;
+        let Some(t) = &r.timing else { continue };
         let _ = writeln!(
             s,
             "| {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {} |",
@@ -772,9 +868,9 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     s
 }
 
-/// Whether MAMBA-KSD's final KSD is below both baselines'.
-pub fn beats_baselines(r: &SamplerResult) -> bool {
-    let get = |m: &str| r.methods.iter().find(|x| x.method == m).map(|x| x.ksd);
+/// Whether MAMBA-KSD's final KSD (as `ksd` reads it) is below both baselines'.
+pub fn beats_baselines(r: &SamplerResult, ksd: impl Fn(&MethodResult) -> f64) -> bool {
+    let get = |m: &str| r.methods.iter().find(|x| x.method == m).map(&ksd);
     match (get("MAMBA-KSD"), get("grid search"), get("heuristic")) {
         (Some(m), Some(g), Some(h)) => m < g && m < h,
         _ => false,
