@@ -36,7 +36,7 @@ const MAX_COVARIANCE_DIM: usize = 2000;
 /// FSSD values at fixed locations.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fssd {
-    /// FSSD_V = sqrt(FSSD²_V): the value a tuner ranks (≥ 0).
+    /// FSSD_V = sqrt(FSSD²_V): the value a tuner ranks (≥ 0; NaN when FSSD²_V is).
     pub value: f64,
     /// FSSD²_V, the plug-in of MAMBA Eq. 4.
     pub squared_v: f64,
@@ -348,7 +348,8 @@ fn statistics(sum: &[f64], sq: f64, n: usize) -> Fssd {
     let squared_v = s2 / (k * nf * nf);
     let squared_u = (s2 - sq) / (k * nf * (nf - 1.0));
     Fssd {
-        value: squared_v.max(0.0).sqrt(),
+        // s2 ≥ 0; not `max(0.0)`, which would map NaN (overflowing scores) to a perfect 0.
+        value: squared_v.sqrt(),
         squared_v,
         squared_u,
     }

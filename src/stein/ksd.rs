@@ -27,7 +27,8 @@ use serde::Serialize;
 /// KSD values of one sample.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Ksd {
-    /// The reported KSD: sqrt(KSD²_V) (reference §4.2).
+    /// The reported KSD: sqrt(KSD²_V) (reference §4.2); NaN when KSD²_V is (e.g. scores so
+    /// large that their products overflow).
     pub ksd: f64,
     /// KSD²_V = (1/n²)·Σ_a Σ_b k_p(x_a, x_b) (≥ 0 up to rounding).
     pub squared_v: f64,
@@ -178,7 +179,12 @@ pub fn ksd_with_tile(
     let squared_v = (2.0 * off_diagonal + diagonal) / (nf * nf);
     let squared_u = (n > 1).then(|| 2.0 * off_diagonal / (nf * (nf - 1.0)));
     Ok(Ksd {
-        ksd: squared_v.max(0.0).sqrt(),
+        // Not `max(0.0)`: that maps NaN (e.g. overflowing scores) to a perfect 0.
+        ksd: if squared_v < 0.0 {
+            0.0
+        } else {
+            squared_v.sqrt()
+        },
         squared_v,
         squared_u,
     })
