@@ -443,7 +443,13 @@ pub fn sgmcmc(args: &[&str], dir: &Path) -> Output {
 /// Runs `sgmcmc run run.toml` in `dir` and asserts a clean failure whose one-line message
 /// contains every string of `needles`.
 pub fn assert_fails_with(dir: &Path, needles: &[&str]) {
-    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
+    assert_command_fails_with(&["run", "run.toml", "--out", "out"], dir, needles);
+}
+
+/// Runs `sgmcmc ARGS` in `dir` and asserts a clean failure whose one-line message contains
+/// every string of `needles`.
+pub fn assert_command_fails_with(args: &[&str], dir: &Path, needles: &[&str]) {
+    let out = sgmcmc(args, dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
