@@ -6,14 +6,14 @@
 //! takes well under 2 s and is reproducible.
 //!
 //! Checked once by breaking the code (each restored afterwards):
-//! - `src/tune.rs`, rounds.csv rows written before the ranking (`csv_row` with rank 0):
-//!   `mamba_writes_its_outputs_and_a_runnable_winner` failed.
-//! - `src/pipeline/tune.rs`, `winner_config` keeping the base `[sampler]` table: the same test
-//!   failed (winner.toml's step was the base 1e-5, not the winner's).
+//! - `src/tune.rs`, rounds.csv rows written with rank 0: `mamba_writes_its_outputs_and_a_
+//!   runnable_winner` failed.
+//! - `src/pipeline/tune.rs`, `winner_config` keeping the base `[sampler]` table (step 7.7e-4,
+//!   not a grid value): the MAMBA, grid-search and heuristic tests failed.
 //! - `src/pipeline/tune.rs`, `grid_selection` defaulting to KSD even with a test split:
 //!   `grid_search_selects_by_log_loss_or_ksd` failed.
-//! - `src/tuning/grid.rs`, `heuristic_arm` with step 1/(N + 1): `heuristic_is_one_over_n_at_a_
-//!   ten_percent_batch` failed.
+//! - `src/tuning/grid.rs`, `heuristic_arm` with step 1/(N + 1):
+//!   `heuristic_is_one_over_n_at_a_ten_percent_batch` failed.
 
 mod common;
 

@@ -4,19 +4,26 @@
 //!
 //! Every budget here is in per-datum gradient evaluations, so every run is deterministic.
 //!
-//! Checked once by breaking the code (each restored afterwards):
-//! - `src/tuning/mamba.rs`, ranking sorted descending (`b.metric.total_cmp(&a.metric)`):
-//!   `diverging_arms_rank_last_and_pruning_keeps_the_best` failed (a diverged arm ranked first).
-//! - `src/tuning/mamba.rs`, every round started from `ctx.start` (a fresh `Arm` per round
-//!   instead of the arm's saved state): both warm-restart tests failed (the second round's first
-//!   draw was (1 − ε)·(θ₀ − μ) + μ again, and the pSGLD replay differed).
+//! Checked once by breaking the code (each restored afterwards; "failed" = the tests that
+//! failed):
+//! - `src/tuning/halving.rs`, the ranking sorted descending: the pruning test ("round 1 ran
+//!   the previous survivors": the worst arms survived), both warm-restart tests (a diverging arm
+//!   won), the reproducibility test, and the end-to-end test (0 of 5 seeds agree).
+//! - `src/tuning/mamba.rs`, a cold restart (the arm reset to `ctx.start` before every round):
+//!   both warm-restart tests (SGLD draw 99 was the k = 1 iterate again, 3.905 instead of
+//!   1.121; the pSGLD replay differed).
 //! - `src/tuning/mamba.rs`, the metric of the arm's draws over all rounds instead of this
-//!   round's: `diverging_arms_rank_last_and_pruning_keeps_the_best` failed (the winner's metric
-//!   was not the KSD of its last round's draws).
-//! - `src/tuning/scores.rs`, the offset without the `−(N/m)·Σ_S ∇ℓᵢ(θ̂)` part (weight 0):
-//!   `surrogate_scores_match_the_exact_score` failed at the centre by ~10³.
-//! - `src/tuning/grid.rs`, the axes without the last-fastest mixed radix (first axis fastest):
-//!   `grid_order_is_step_then_batch_then_sampler_keys` failed.
+//!   round's: the pruning test (the winner's metric was not its last round's KSD) and the
+//!   end-to-end test (3 of 5).
+//! - `src/tuning/mamba.rs`, arm streams ignoring the seed: the reproducibility test (another
+//!   seed gave the same draws) and the pSGLD replay.
+//! - `src/tuning/scores.rs`, the offset without its −(N/m)·Σ_S ∇ℓᵢ(θ̂) part: the surrogate
+//!   test (−80.0 instead of 6e−5 at the centre) and the end-to-end test's exactness check.
+//! - `src/tuning/grid.rs`, the first axis varying fastest: the grid-order test (and the
+//!   end-to-end test, whose arm numbering assumes the order).
+//! - `src/stein/ksd.rs` before its fix in this branch (`sqrt(max(KSD²_V, 0))`, which maps NaN
+//!   to 0): the pruning test (the exploding, still finite arm ranked first with KSD 0) and the
+//!   SGLD warm-restart test (an exploding arm won).
 
 mod common;
 
@@ -658,7 +665,7 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
         );
         let mut order: Vec<usize> = (0..arms.len()).collect();
         order.sort_by(|&a, &b| reference[a].total_cmp(&reference[b]));
-        for &a in order.iter().take(8) {
+        for &a in order.iter().take(4) {
             eprintln!("   {:>2} {:<40} {:.3}", a, arms[a].label(), reference[a]);
         }
     }
@@ -686,10 +693,12 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
 /// - away from θ̂, s̃(θ) − s(θ) = (N/m)·Σ_S dᵢ − Σᵢ dᵢ with dᵢ = ∇ℓᵢ(θ) − ∇ℓᵢ(θ̂): the error of
 ///   the simple-random-sample estimate of a population total, exactly unbiased over S with sd
 ///   seⱼ = N·sqrt((1 − m/N)·S²ⱼ/m) per coordinate (S²ⱼ the population variance of dᵢⱼ, divisor
-///   N − 1; Cochran, Sampling Techniques, Thm 2.2). For θ at 1, 2 and 3 posterior sd (Laplace)
-///   from the MAP every coordinate's error is within 4.5 seⱼ, and the relative error
-///   ‖s̃ − s‖/‖s‖ is within 4.5·‖se‖/‖s‖, a bound computed from the data (about
-///   sqrt((1 − m/N)/m)·CV(d) ≈ 0.03·CV, CV the spread of dᵢ over its mean) and itself < 0.25.
+///   N − 1; Cochran, Sampling Techniques, Thm 2.2). So E‖s̃ − s‖² = ‖se‖² and the rms relative
+///   error is ρ = ‖se‖/‖s‖ ≈ sqrt((1 − m/N)/m)·CV, CV the spread of dᵢ over its mean: both
+///   ‖se‖ and ‖s‖ grow like ‖θ − θ̂‖, so ρ hardly depends on the distance. For θ at 1, 2 and
+///   3 posterior sd (Laplace) from the MAP, every coordinate's error is within 4.5 seⱼ, the
+///   relative error ‖s̃ − s‖/‖s‖ within 3ρ, and ρ itself ≤ 0.15 (here 0.116–0.120, CV ≈ 4):
+///   the surrogate's scores are ~12 % off the exact ones, in random directions, at m = 1,000.
 #[test]
 fn surrogate_scores_match_the_exact_score() {
     let w = [1.0, -0.8, 0.5, 0.3, -0.2, 0.0, 0.7, -1.2, 0.4, 0.1];
@@ -763,10 +772,13 @@ fn surrogate_scores_match_the_exact_score() {
         }
         let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
         let relative = norm(&err) / norm(&s);
-        let bound = 4.5 * norm(&se) / norm(&s);
-        eprintln!("θ at {k} sd: relative error {relative:.4}, bound {bound:.4}");
-        assert!(relative <= bound);
-        eprintln!("rms {}", norm(&se) / norm(&s));
+        let rho = norm(&se) / norm(&s);
+        eprintln!("θ at {k} sd: relative error {relative:.4}, rms relative error ρ {rho:.4}");
+        assert!(
+            relative <= 3.0 * rho,
+            "relative error {relative} vs ρ = {rho}"
+        );
+        assert!(rho <= 0.15, "ρ = {rho}");
         worst = worst.max(relative);
     }
     eprintln!("worst relative error {worst:.4}");
