@@ -146,13 +146,13 @@ pub struct TuneContext<'m> {
     pub scores: ScoreFunction<'m>,
 }
 
+/// A sampler and its gradient estimator, ready for a round.
+pub type ArmParts<'a> = (Box<dyn Sampler>, Box<dyn GradientEstimator + 'a>);
+
 impl TuneContext<'_> {
     /// A fresh sampler and estimator for `arm`: control variates reuse the shared centre score
     /// (no pass over the data).
-    pub fn build(
-        &self,
-        arm: &ArmSettings,
-    ) -> Result<(Box<dyn Sampler>, Box<dyn GradientEstimator + '_>), TuneError> {
+    pub fn build(&self, arm: &ArmSettings) -> Result<ArmParts<'_>, TuneError> {
         let sampler = build_method(&arm.sampler.method)?;
         let estimator: Box<dyn GradientEstimator + '_> = match arm.gradient.estimator {
             EstimatorKind::ControlVariates => Box::new(
@@ -345,48 +345,46 @@ pub fn mamba(
         let arm_budget = settings.budget.arm_budget(budget);
         let results: Vec<Result<ArmRound, TuneError>> = workers.map(survivors.len(), &|i| {
             let a = survivors[i];
-            {
-                let t = Instant::now();
-                let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
-                let mut state = states[a].lock().expect("no arm task panics");
-                let build = t.elapsed().as_secs_f64();
-                let segment = state.arm.run_round(
-                    sampler.as_mut(),
-                    estimator.as_mut(),
-                    arm_budget,
-                    settings.thin,
-                );
-                drop((sampler, estimator));
-                let t = Instant::now();
-                let metric = if segment.diverged {
-                    f64::INFINITY
-                } else {
-                    ctx.metric(
-                        &segment.draws,
-                        &settings.metric,
-                        settings.seed ^ ((round as u64) << 32 | a as u64),
-                    )
-                };
-                let overhead = build + t.elapsed().as_secs_f64();
-                let full_batch_ksd = settings
-                    .audit_full_scores
-                    .then(|| ctx.full_batch_ksd(&segment.draws, &audit_kernel));
-                state.draws.extend_from_slice(&segment.draws);
-                Ok(ArmRound {
-                    round,
-                    arm: a,
-                    label: arms[a].label(),
-                    metric,
-                    full_batch_ksd,
-                    draws: segment.len(ctx.model.dim()),
-                    iterations: segment.iterations,
-                    gradient_evaluations: segment.gradient_evaluations,
-                    sampling_seconds: segment.cpu_seconds,
-                    overhead_seconds: overhead,
-                    diverged: segment.diverged,
-                    kept: false,
-                })
-            }
+            let t = Instant::now();
+            let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
+            let mut state = states[a].lock().expect("no arm task panics");
+            let build = t.elapsed().as_secs_f64();
+            let segment = state.arm.run_round(
+                sampler.as_mut(),
+                estimator.as_mut(),
+                arm_budget,
+                settings.thin,
+            );
+            drop((sampler, estimator));
+            let t = Instant::now();
+            let metric = if segment.diverged {
+                f64::INFINITY
+            } else {
+                ctx.metric(
+                    &segment.draws,
+                    &settings.metric,
+                    settings.seed ^ ((round as u64) << 32 | a as u64),
+                )
+            };
+            let overhead = build + t.elapsed().as_secs_f64();
+            let full_batch_ksd = settings
+                .audit_full_scores
+                .then(|| ctx.full_batch_ksd(&segment.draws, &audit_kernel));
+            state.draws.extend_from_slice(&segment.draws);
+            Ok(ArmRound {
+                round,
+                arm: a,
+                label: arms[a].label(),
+                metric,
+                full_batch_ksd,
+                draws: segment.len(ctx.model.dim()),
+                iterations: segment.iterations,
+                gradient_evaluations: segment.gradient_evaluations,
+                sampling_seconds: segment.cpu_seconds,
+                overhead_seconds: overhead,
+                diverged: segment.diverged,
+                kept: false,
+            })
         });
         let mut round_records = Vec::with_capacity(results.len());
         for r in results {

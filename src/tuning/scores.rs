@@ -9,8 +9,8 @@
 //!   s̃(θ) = ∇log p(θ) + L(θ̂) + (N/m)·Σ_{i∈S} [∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂)],
 //!
 //! with L(θ̂) the full-data likelihood score at θ̂ (computed once). s̃ is a deterministic function
-//! of θ, the exact score of the surrogate posterior π̃ ∝ p(θ)·exp(⟨L(θ̂) − (N/m)Σ_S∇ℓᵢ(θ̂), θ⟩
-//! + (N/m)Σ_S ℓᵢ(θ)), which agrees with π in its score at θ̂ and whose curvature differs from
+//! of θ, the exact score of the surrogate posterior
+//! π̃ ∝ p(θ)·exp(⟨L(θ̂) − (N/m)Σ_S∇ℓᵢ(θ̂), θ⟩ + (N/m)Σ_S ℓᵢ(θ)), which agrees with π in its score at θ̂ and whose curvature differs from
 //! π's by a relative O(1/√m). Every arm is scored against the same π̃, so the ranking the
 //! bandit needs is preserved (the experiment measures the rank correlation with the full-batch
 //! KSD). Cost: m per-datum gradients per draw.
