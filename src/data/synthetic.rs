@@ -13,22 +13,8 @@ pub fn logistic_regression(rows: usize, dim: usize, seed: u64) -> (Dataset, Vec<
     fill_standard_normal(&mut rng, &mut theta_star);
     let mut x = vec![0.0; rows * dim];
     fill_standard_normal(&mut rng, &mut x);
-    let y: Vec<f64> = x
-        .chunks_exact(dim.max(1))
-        .map(|row| {
-            let z: f64 = row.iter().zip(&theta_star).map(|(a, b)| a * b).sum();
-            let p = 1.0 / (1.0 + (-z).exp());
-            f64::from(u8::from(rng.random::<f64>() < p))
-        })
-        .collect();
-    let features = Matrix::from_vec(x, rows, dim).expect("shape is consistent by construction");
-    let data = Dataset {
-        features: Features::F64(features),
-        targets: Some(y),
-        feature_names: (0..dim).map(|j| format!("beta[{j}]")).collect(),
-        features_source: format!("synthetic logistic data ({rows} x {dim}, seed {seed})"),
-        targets_source: Some(format!("synthetic labels (seed {seed})")),
-    };
+    let source = format!("synthetic logistic data ({rows} x {dim}, seed {seed})");
+    let data = labelled(x, &theta_star, rows, dim, &mut rng, source, seed);
     (data, theta_star)
 }
 
@@ -55,25 +41,40 @@ pub fn correlated_logistic_regression(
             row[j] = b * row[j - 1] + innovation * row[j];
         }
     }
+    let source = format!(
+        "synthetic correlated logistic data (MAMBA; {rows} x {dim}, b = {b:.4}, seed {seed})"
+    );
+    let data = labelled(x, &theta_star, rows, dim, &mut rng, source, seed);
+    (data, theta_star, b)
+}
+
+/// The data set of features `x` (rows × dim, row-major) with labels yᵢ ~ Bernoulli(σ(xᵢᵀθ*))
+/// drawn from `rng`, in row order.
+fn labelled(
+    x: Vec<f64>,
+    theta_star: &[f64],
+    rows: usize,
+    dim: usize,
+    rng: &mut ChainRng,
+    features_source: String,
+    seed: u64,
+) -> Dataset {
     let y: Vec<f64> = x
         .chunks_exact(dim.max(1))
         .map(|row| {
-            let z: f64 = row.iter().zip(&theta_star).map(|(a, t)| a * t).sum();
+            let z: f64 = row.iter().zip(theta_star).map(|(a, t)| a * t).sum();
             let p = 1.0 / (1.0 + (-z).exp());
             f64::from(u8::from(rng.random::<f64>() < p))
         })
         .collect();
     let features = Matrix::from_vec(x, rows, dim).expect("shape is consistent by construction");
-    let data = Dataset {
+    Dataset {
         features: Features::F64(features),
         targets: Some(y),
         feature_names: (0..dim).map(|j| format!("beta[{j}]")).collect(),
-        features_source: format!(
-            "synthetic correlated logistic data (MAMBA; {rows} x {dim}, b = {b:.4}, seed {seed})"
-        ),
+        features_source,
         targets_source: Some(format!("synthetic labels (seed {seed})")),
-    };
-    (data, theta_star, b)
+    }
 }
 
 #[cfg(test)]
