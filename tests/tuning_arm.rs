@@ -146,7 +146,8 @@ fn cpu_budget_counts_this_threads_work_only() {
     assert!(seg.iterations > 0 && !seg.diverged);
 }
 
-/// SVRG's centre refreshes are charged N each: with n = 50, N = 2000 and the refresh every
+/// SVRG's centre refreshes are charged N each (checked once: with
+/// `extra_evaluations_since_restart` returning 0 the first assertion fails): with n = 50, N = 2000 and the refresh every
 /// r = 10 calls, a round that runs k iterations of SGLD spends 2n per estimate plus N per
 /// refresh (the start's call is a refresh), so the budget stops earlier than with control
 /// variates alone.

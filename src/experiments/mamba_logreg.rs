@@ -15,7 +15,7 @@ use crate::diagnostics::accuracy;
 use crate::pipeline::{self, Prepared, TuneSession, winner_config};
 use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
-use crate::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
+use crate::stein::{ImqKernel, Kernel, every_kth_row, full_batch_scores, ksd};
 use crate::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -597,12 +597,7 @@ fn final_run(
             .final_thin
             .max(p.div_ceil(settings.final_max_scored.max(1)))
             .max(1);
-        let kept: Vec<f64> = draws
-            .chunks_exact(dim)
-            .step_by(thin)
-            .flatten()
-            .copied()
-            .collect();
+        let kept = every_kth_row(draws, dim, thin);
         scored = kept.len() / dim;
         ksd_paper = ksd_of(&kept, &scores.scores(&kept));
         xi = accuracy::relative_sd_error(&[draws.as_slice()], dim, reference).unwrap_or(f64::NAN);

@@ -6,6 +6,7 @@
 //! are centred there.
 
 use super::Prepared;
+use super::evaluation::thin_pooled;
 use crate::config::{Config, GridSelection, InitConfig, TuneConfig, TuneMetric};
 use crate::diagnostics::accuracy;
 use crate::estimator::FullDataEvaluator;
@@ -215,7 +216,7 @@ impl<'p> TuneSession<'p> {
                 let max = ev.predictive_draws;
                 let dim = self.ctx.model.dim();
                 grid_search(&self.ctx, &arms, &settings, &|draws| {
-                    let thinned = evenly_spaced(draws, dim, max);
+                    let thinned = thin_pooled(&[draws], dim, draws.len() / dim, max);
                     accuracy::predictive_metrics(
                         predictive,
                         &thinned,
@@ -274,20 +275,6 @@ pub fn winner_config(cfg: &Config, arm: &ArmSettings) -> Config {
         if let Some(t) = &mut ev.test {
             data(t);
         }
-    }
-    out
-}
-
-/// At most `max` rows of `draws` (P × dim), evenly spaced.
-fn evenly_spaced(draws: &[f64], dim: usize, max: usize) -> Vec<f64> {
-    let p = draws.len() / dim;
-    if p <= max {
-        return draws.to_vec();
-    }
-    let mut out = Vec::with_capacity(max * dim);
-    for k in 0..max {
-        let r = k * p / max;
-        out.extend_from_slice(&draws[r * dim..(r + 1) * dim]);
     }
     out
 }

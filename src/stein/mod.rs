@@ -23,7 +23,7 @@ pub use fssd::{
     initial_locations, objective_and_gradient,
 };
 pub use ksd::{KSD_TILE, Ksd, ksd, ksd_with_tile, linear_ksd};
-pub use scores::{ThinnedScores, full_batch_scores};
+pub use scores::{ThinnedScores, every_kth_row, full_batch_scores};
 
 use crate::rng::ChainRng;
 use rand::RngExt;

@@ -35,6 +35,15 @@ impl ThinnedScores {
     }
 }
 
+/// Rows 0, k, 2k, … of `rows` (row-major, `dim` per row).
+pub fn every_kth_row(rows: &[f64], dim: usize, k: usize) -> Vec<f64> {
+    rows.chunks_exact(dim.max(1))
+        .step_by(k.max(1))
+        .flatten()
+        .copied()
+        .collect()
+}
+
 /// Full-batch scores of `model` at rows 0, `thin`, 2·`thin`, … of `draws` (P × D row-major).
 pub fn full_batch_scores(
     model: &dyn Model,
@@ -56,12 +65,7 @@ pub fn full_batch_scores(
     if p == 0 {
         return Err(SteinError::EmptySample);
     }
-    let kept: Vec<f64> = draws
-        .chunks_exact(dim)
-        .step_by(thin)
-        .flatten()
-        .copied()
-        .collect();
+    let kept = every_kth_row(draws, dim, thin);
     let mut scores = vec![0.0; kept.len()];
     let mut eval = FullDataEvaluator::new(model);
     for (row, (theta, grad)) in kept

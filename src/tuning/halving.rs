@@ -179,7 +179,17 @@ pub struct HalvingOutcome {
 /// A NaN metric ranks as +∞.
 pub fn successive_halving(
     plan: &HalvingPlan,
+    run_round: impl FnMut(usize, &[usize], f64) -> Vec<f64>,
+) -> HalvingOutcome {
+    successive_halving_observed(plan, run_round, |_| {})
+}
+
+/// [`successive_halving`], also handing each round's ranking and survivors to `observe` as soon
+/// as the round is ranked (e.g. to print it, or to free what pruned arms hold).
+pub fn successive_halving_observed(
+    plan: &HalvingPlan,
     mut run_round: impl FnMut(usize, &[usize], f64) -> Vec<f64>,
+    mut observe: impl FnMut(&RoundRecord),
 ) -> HalvingOutcome {
     let mut survivors: Vec<usize> = (0..plan.arms).collect();
     let mut rounds = Vec::with_capacity(plan.rounds_run());
@@ -200,12 +210,14 @@ pub fn successive_halving(
         ranking.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
         let keep = survivors.len() / plan.eta;
         let kept: Vec<usize> = ranking.iter().take(keep).map(|r| r.0).collect();
-        rounds.push(RoundRecord {
+        let record = RoundRecord {
             round,
             budget_per_arm: budget,
             ranking,
             kept: kept.clone(),
-        });
+        };
+        observe(&record);
+        rounds.push(record);
         if kept.is_empty() {
             break;
         }

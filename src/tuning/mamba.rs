@@ -18,7 +18,7 @@
 use super::TuneError;
 use super::arm::{Arm, ArmBudget};
 use super::grid::ArmSettings;
-use super::halving::{HalvingPlan, successive_halving};
+use super::halving::{HalvingPlan, successive_halving_observed};
 use super::scores::ScoreFunction;
 use crate::config::EstimatorKind;
 use crate::estimator::{ControlVariates, GradientEstimator};
@@ -29,6 +29,7 @@ use crate::pipeline::{
 use crate::sampler::Sampler;
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -339,9 +340,11 @@ pub fn mamba(
         Kernel::Imq(_) => kernel,
         Kernel::Gaussian(_) => Kernel::Imq(ImqKernel::default()),
     };
-    let mut records: Vec<Vec<ArmRound>> = Vec::new();
+    // Each round's records, pushed by `run_round` in survivor order and put in ranking order by
+    // the observer once the halving has ranked them.
+    let records: RefCell<Vec<Vec<ArmRound>>> = RefCell::new(Vec::new());
     let mut failure: Option<TuneError> = None;
-    let outcome = successive_halving(&plan, |round, survivors, budget| {
+    let run_round = |round: usize, survivors: &[usize], budget: f64| {
         let arm_budget = settings.budget.arm_budget(budget);
         let results: Vec<Result<ArmRound, TuneError>> = workers.map(survivors.len(), &|i| {
             let a = survivors[i];
@@ -397,29 +400,34 @@ pub fn mamba(
             }
         }
         let metrics: Vec<f64> = round_records.iter().map(|r| r.metric).collect();
-        // The halving's ranking (ascending metric, NaN last, ties in grid order) and survivors.
-        round_records.sort_by(|a, b| a.metric.total_cmp(&b.metric).then(a.arm.cmp(&b.arm)));
-        let keep = survivors.len() / plan.eta();
-        for (i, r) in round_records.iter_mut().enumerate() {
-            r.kept = i < keep;
-            if !r.kept && keep > 0 {
+        records.borrow_mut().push(round_records);
+        metrics
+    };
+    let observe = |ranked: &super::RoundRecord| {
+        let mut records = records.borrow_mut();
+        let round = records.last_mut().expect("the round just ran");
+        let position = |arm: usize| {
+            ranked
+                .ranking
+                .iter()
+                .position(|r| r.0 == arm)
+                .expect("every arm of the round is ranked")
+        };
+        round.sort_by_key(|r| position(r.arm));
+        for r in round.iter_mut() {
+            r.kept = ranked.kept.contains(&r.arm);
+            if !r.kept && !ranked.kept.is_empty() {
                 // A pruned arm's draws are never needed again.
                 states[r.arm].lock().expect("no arm task panics").draws = Vec::new();
             }
         }
-        on_round(&round_records, budget);
-        records.push(round_records);
-        metrics
-    });
+        on_round(round, ranked.budget_per_arm);
+    };
+    let outcome = successive_halving_observed(&plan, run_round, observe);
     if let Some(e) = failure {
         return Err(e);
     }
-    let rounds = records;
-    debug_assert_eq!(
-        rounds.last().map(|r| r[0].arm),
-        Some(outcome.winner),
-        "the printed ranking is the halving's"
-    );
+    let rounds = records.into_inner();
     let winner_state = states[outcome.winner].lock().expect("no arm task panics");
     let sampling_seconds = rounds.iter().flatten().map(|r| r.sampling_seconds).sum();
     let overhead_seconds = rounds.iter().flatten().map(|r| r.overhead_seconds).sum();

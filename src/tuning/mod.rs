@@ -21,7 +21,10 @@ pub mod scores;
 pub use arm::{Arm, ArmBudget, Segment, thread_cpu_seconds};
 pub use baselines::{GridPoint, GridSearchOutcome, GridSearchSettings, grid_search};
 pub use grid::{ArmSettings, expand_grid, heuristic_arm, with_sampler_key};
-pub use halving::{HalvingError, HalvingOutcome, HalvingPlan, RoundRecord, successive_halving};
+pub use halving::{
+    HalvingError, HalvingOutcome, HalvingPlan, RoundRecord, successive_halving,
+    successive_halving_observed,
+};
 pub use mamba::{
     ArmRound, MambaOutcome, MambaSettings, TuneBudget, TuneContext, TuneMetricSettings, mamba,
 };
