@@ -46,6 +46,9 @@ pub enum Experiment {
         /// Length of each final run (seconds, one chain from the MAP).
         #[arg(long, default_value_t = 10.0)]
         final_seconds: f64,
+        /// Independent final runs per chosen setting (the paper: 10); the tables give their means.
+        #[arg(long, default_value_t = 10)]
+        final_runs: usize,
         /// Grid search: gradient estimates per grid point (the paper: 5,000 iterations; SGHMC gets 5,000/L iterations).
         #[arg(long, default_value_t = 5000)]
         grid_estimates: u64,
@@ -141,6 +144,7 @@ pub fn run(which: Experiment) -> Result<()> {
             rows,
             budget_seconds,
             final_seconds,
+            final_runs,
             grid_estimates,
             samplers,
             fssd,
@@ -153,6 +157,7 @@ pub fn run(which: Experiment) -> Result<()> {
                 rows,
                 budget_seconds,
                 final_seconds,
+                final_runs,
                 grid_estimates,
                 samplers: match samplers {
                     Some(s) => sampler_indices(&s)?,

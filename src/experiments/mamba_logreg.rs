@@ -3,8 +3,9 @@
 //! samplers (SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV) tuned by MAMBA-KSD (R = 1 s, the
 //! App. C.1.3 grid: log10 step −1 … −7.5 by 0.5 × batch 100/10/1/0.1 %, SGHMC L ∈ {5, 10}),
 //! grid search (10 % batch, MAP + N(0, 0.2²) starts, selected by test log-loss) and the 1/N
-//! heuristic; then each tuned sampler runs for 10 s from the MAP and reports the columns of the
-//! paper's Tables 1, 4 and 5: KSD, ξ(σ̂) against a NUTS reference, test accuracy, draws.
+//! heuristic; then each tuned sampler runs for 10 s from the MAP, ten times with different seeds
+//! (the paper's protocol: tune once, average ten runs), and reports the means of the columns of
+//! the paper's Tables 1, 4 and 5: KSD, ξ(σ̂) against a NUTS reference, test accuracy, draws.
 //!
 //! Optionally (MAMBA-FSSD) the FSSD-opt metric, and a rank check: MAMBA again with the
 //! full-batch KSD of every arm's round computed beside the cheap metric, to measure their rank
@@ -127,6 +128,9 @@ pub struct MambaLogregSettings {
     pub budget_seconds: f64,
     /// Length of each tuned sampler's final run (wall seconds, one chain).
     pub final_seconds: f64,
+    /// Independent final runs per chosen setting (seeds `seed`, `seed + 1`, …); the tables
+    /// report their means, as the paper does over ten runs (§4.1).
+    pub final_runs: usize,
     /// Grid search: gradient estimates per grid point (SGHMC: ⌈·/L⌉ iterations).
     pub grid_estimates: u64,
     /// Indices into [`SAMPLERS`].
@@ -168,6 +172,7 @@ impl Default for MambaLogregSettings {
             seed: 1,
             budget_seconds: 1.0,
             final_seconds: 10.0,
+            final_runs: 10,
             grid_estimates: 5000,
             samplers: (0..6).collect(),
             fssd: false,
@@ -185,7 +190,7 @@ impl Default for MambaLogregSettings {
     }
 }
 
-/// One tuning method's choice and its final run.
+/// One tuning method's choice and its final runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct MethodResult {
     /// "MAMBA-KSD", "MAMBA-FSSD", "grid search" or "heuristic".
@@ -196,7 +201,20 @@ pub struct MethodResult {
     pub choice: String,
     /// Seconds the tuner took (wall).
     pub tune_seconds: f64,
-    /// The final run's KSD as MAMBA scores (the paper's): every 10th draw (≤ 20,000 of them),
+    /// The mean over `runs` of every column (`diverged`: any run diverged).
+    pub mean: FinalRun,
+    /// Standard deviation of `ksd` over `runs` (0 for one run).
+    pub ksd_sd: f64,
+    /// Each final run, in seed order.
+    pub runs: Vec<FinalRun>,
+}
+
+/// One final run of a chosen setting: the columns of the paper's Table 5.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FinalRun {
+    /// Seed of the run.
+    pub seed: u64,
+    /// The run's KSD as MAMBA scores (the paper's): every 10th draw (≤ 20,000 of them),
     /// surrogate scores on 10,000 points.
     pub ksd: f64,
     /// Draws in `ksd`.
@@ -209,10 +227,29 @@ pub struct MethodResult {
     pub xi: f64,
     /// Test accuracy (posterior-mean probability ≥ 1/2).
     pub accuracy: f64,
-    /// Draws (iterations) in the final run.
+    /// Draws (iterations) in the run.
     pub draws: usize,
-    /// The final run diverged.
+    /// The run diverged.
     pub diverged: bool,
+}
+
+impl FinalRun {
+    /// Column means over `runs` (draws rounded); `diverged` if any run diverged.
+    pub fn mean(runs: &[FinalRun]) -> FinalRun {
+        let n = runs.len().max(1) as f64;
+        let avg = |f: fn(&FinalRun) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        FinalRun {
+            seed: runs.first().map_or(0, |r| r.seed),
+            ksd: avg(|r| r.ksd),
+            ksd_scored_draws: avg(|r| r.ksd_scored_draws as f64).round() as usize,
+            ksd_exact: avg(|r| r.ksd_exact),
+            ksd_exact_draws_surrogate: avg(|r| r.ksd_exact_draws_surrogate),
+            xi: avg(|r| r.xi),
+            accuracy: avg(|r| r.accuracy),
+            draws: avg(|r| r.draws as f64).round() as usize,
+            diverged: runs.iter().any(|r| r.diverged),
+        }
+    }
 }
 
 /// MAMBA's timing on one sampler (must-show 3).
@@ -361,6 +398,9 @@ pub fn run(
 ) -> Result<MambaLogregReport, TuneError> {
     let started = Instant::now();
     let other = |e: String| TuneError::Grid(e);
+    if settings.final_runs == 0 {
+        return Err(other("--final-runs must be at least 1".into()));
+    }
     let base_cfg = Config::from_toml(&config_text(settings, 0, false), "mamba-logreg")
         .map_err(|e| other(e.to_string()))?;
     let t = Instant::now();
@@ -457,29 +497,43 @@ pub fn run(
             &mut rng,
         );
         for (method, arm, tune_seconds) in chosen {
-            let result = final_run(
-                settings,
-                &final_scores,
-                &cfg,
-                &prepared,
-                &reference,
-                &method,
-                arm,
+            let mut runs = Vec::with_capacity(settings.final_runs);
+            for r in 0..settings.final_runs {
+                let seed = settings.seed.wrapping_add(r as u64);
+                let run = final_run(
+                    settings,
+                    &final_scores,
+                    &cfg,
+                    &prepared,
+                    &reference,
+                    &arm,
+                    seed,
+                )?;
+                log(&format!(
+                    "{name} / {method} / seed {seed}: KSD {:.3} ({} draws; exact on {}: {:.3}, surrogate there {:.3}), xi {:.4}, accuracy {:.4}, {} draws{}",
+                    run.ksd,
+                    run.ksd_scored_draws,
+                    settings.ksd_draws.min(run.draws),
+                    run.ksd_exact,
+                    run.ksd_exact_draws_surrogate,
+                    run.xi,
+                    run.accuracy,
+                    run.draws,
+                    if run.diverged { " (diverged)" } else { "" }
+                ));
+                runs.push(run);
+            }
+            let mean = FinalRun::mean(&runs);
+            let ksd_sd = sample_sd(runs.iter().map(|r| r.ksd));
+            methods.push(MethodResult {
+                method,
+                choice: choice(&arm),
+                settings: arm,
                 tune_seconds,
-            )?;
-            log(&format!(
-                "{name} / {method}: KSD {:.3} ({} draws; exact on {}: {:.3}, surrogate there {:.3}), xi {:.4}, accuracy {:.4}, {} draws{}",
-                result.ksd,
-                result.ksd_scored_draws,
-                settings.ksd_draws.min(result.draws),
-                result.ksd_exact,
-                result.ksd_exact_draws_surrogate,
-                result.xi,
-                result.accuracy,
-                result.draws,
-                if result.diverged { " (diverged)" } else { "" }
-            ));
-            methods.push(result);
+                mean,
+                ksd_sd,
+                runs,
+            });
         }
 
         let rank_check = if settings.rank_check.contains(&index) && !settings.fssd_only {
@@ -556,19 +610,19 @@ fn load_or_run_reference(
     Ok(nuts.moments)
 }
 
-/// Run `arm` for `final_seconds` from the MAP (one chain) and measure it.
-#[allow(clippy::too_many_arguments)]
-fn final_run(
+/// Run `arm` for `final_seconds` from the MAP (one chain, seed `seed`) and measure it: the
+/// columns of the paper's Table 5.
+pub fn final_run(
     settings: &MambaLogregSettings,
     scores: &ScoreFunction<'_>,
     cfg: &Config,
     prepared: &Prepared,
     reference: &ReferenceMoments,
-    method: &str,
-    arm: ArmSettings,
-    tune_seconds: f64,
-) -> Result<MethodResult, TuneError> {
-    let mut run_cfg = winner_config(cfg, &arm);
+    arm: &ArmSettings,
+    seed: u64,
+) -> Result<FinalRun, TuneError> {
+    let mut run_cfg = winner_config(cfg, arm);
+    run_cfg.run.seed = seed;
     run_cfg.run.chains = 1;
     run_cfg.run.iterations = None;
     run_cfg.run.budget_seconds = Some(settings.final_seconds);
@@ -610,11 +664,8 @@ fn final_run(
             .unwrap_or(f64::NAN),
         _ => f64::NAN,
     };
-    Ok(MethodResult {
-        method: method.to_string(),
-        choice: choice(&arm),
-        settings: arm,
-        tune_seconds,
+    Ok(FinalRun {
+        seed,
         ksd: ksd_paper,
         ksd_scored_draws: scored,
         ksd_exact,
@@ -624,6 +675,16 @@ fn final_run(
         draws: p,
         diverged,
     })
+}
+
+/// The sample standard deviation (n − 1), 0 for fewer than two values.
+fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> f64 {
+    let n = values.clone().count();
+    if n < 2 {
+        return 0.0;
+    }
+    let mean = values.clone().sum::<f64>() / n as f64;
+    (values.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64).sqrt()
 }
 
 /// Spearman's ρ (average ranks for ties) and kept-set agreement of one audited round.
@@ -731,8 +792,9 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     }
     let _ = writeln!(
         s,
-        "\n**Final {} s runs**: ξ(σ̂)·10² / KSD / test accuracy % / draws, ours | paper (Table 5):\n",
-        report.settings.final_seconds
+        "\n**Final {} s runs**, mean over {} runs (seeds {}…): ξ(σ̂)·10² / KSD ± sd / test \
+         accuracy % / draws, ours | paper (Table 5, a mean over 10 runs):\n",
+        report.settings.final_seconds, report.settings.final_runs, report.settings.seed
     );
     let _ = writeln!(s, "| sampler | {} |", methods.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
@@ -743,12 +805,13 @@ pub fn markdown(report: &MambaLogregReport) -> String {
             .iter()
             .map(|m| {
                 let ours = format!(
-                    "{} / {} / {:.1} / {}{}",
-                    fmt_num(100.0 * m.xi),
-                    fmt_num(m.ksd),
-                    100.0 * m.accuracy,
-                    m.draws,
-                    if m.diverged { " (diverged)" } else { "" }
+                    "{} / {} ± {} / {:.1} / {}{}",
+                    fmt_num(100.0 * m.mean.xi),
+                    fmt_num(m.mean.ksd),
+                    fmt_num(m.ksd_sd),
+                    100.0 * m.mean.accuracy,
+                    m.mean.draws,
+                    if m.mean.diverged { " (diverged)" } else { "" }
                 );
                 let paper = paper_col(&m.method).map_or(String::new(), |c| {
                     let (x, k, a, d) = PAPER_TABLE_5[idx][c];
@@ -786,8 +849,8 @@ pub fn markdown(report: &MambaLogregReport) -> String {
             .map(|m| {
                 format!(
                     "{} / {}",
-                    fmt_num(m.ksd_exact),
-                    fmt_num(m.ksd_exact_draws_surrogate)
+                    fmt_num(m.mean.ksd_exact),
+                    fmt_num(m.mean.ksd_exact_draws_surrogate)
                 )
             })
             .collect();
@@ -795,22 +858,41 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     }
     let _ = writeln!(
         s,
-        "\n**MAMBA-KSD's KSD below both baselines'**: {} of {} samplers (the paper's KSD above); \
-         {} of {} by the exact KSD on ≤ {} draws.\n",
+        "\n**MAMBA-KSD's mean KSD below both baselines'**: {} of {} samplers (the paper's KSD \
+         above); {} of {} by the exact KSD on ≤ {} draws.\n",
         report
             .samplers
             .iter()
-            .filter(|r| beats_baselines(r, |m| m.ksd))
+            .filter(|r| beats_baselines(r, |m| m.mean.ksd))
             .count(),
         report.samplers.len(),
         report
             .samplers
             .iter()
-            .filter(|r| beats_baselines(r, |m| m.ksd_exact))
+            .filter(|r| beats_baselines(r, |m| m.mean.ksd_exact))
             .count(),
         report.samplers.len(),
         report.settings.ksd_draws
     );
+    if report.settings.final_runs > 1 {
+        let _ = writeln!(
+            s,
+            "Run by run (the r-th run of every method shares seed {} + r), MAMBA-KSD's KSD below \
+             both baselines': {}.\n",
+            report.settings.seed,
+            report
+                .samplers
+                .iter()
+                .map(|r| format!(
+                    "{} {} of {}",
+                    r.sampler,
+                    runs_beating_baselines(r),
+                    report.settings.final_runs
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let _ = writeln!(
         s,
         "**MAMBA-KSD wall clock** (MAP + MAMBA) against the nominal budget T:\n"
@@ -870,6 +952,22 @@ pub fn beats_baselines(r: &SamplerResult, ksd: impl Fn(&MethodResult) -> f64) ->
         (Some(m), Some(g), Some(h)) => m < g && m < h,
         _ => false,
     }
+}
+
+/// In how many seeds MAMBA-KSD's final run has a lower KSD than both baselines' runs of the
+/// same seed.
+pub fn runs_beating_baselines(r: &SamplerResult) -> usize {
+    let get = |m: &str| r.methods.iter().find(|x| x.method == m);
+    let (Some(m), Some(g), Some(h)) = (get("MAMBA-KSD"), get("grid search"), get("heuristic"))
+    else {
+        return 0;
+    };
+    m.runs
+        .iter()
+        .zip(&g.runs)
+        .zip(&h.runs)
+        .filter(|((m, g), h)| m.ksd < g.ksd && m.ksd < h.ksd)
+        .count()
 }
 
 fn fmt_num(x: f64) -> String {
