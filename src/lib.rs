@@ -17,6 +17,7 @@ pub mod diagnostics;
 pub mod estimator;
 pub mod experiments;
 pub mod io;
+pub mod mh;
 pub mod model;
 pub mod optim;
 pub mod pipeline;
