@@ -290,8 +290,9 @@ impl CorrectionTable {
     ///
     /// MᵀM is built in O(N_g²) from its Toeplitz structure: its first column by dot products,
     /// then (MᵀM)_{a+1,b+1} = (MᵀM)_{a,b} + g_{2N_g−1−a}·g_{2N_g−1−b} − g_{6N_g−a}·g_{6N_g−b}
-    /// (shifting both columns one step moves one fit row in and one out). The dense solve is
-    /// O(N_g³): about 10 s for N_g = 4000 on one core; it needs 8·(2N_g + 1)² bytes.
+    /// (shifting both columns one step moves one fit row in and one out): 0.2 s for N_g = 4000.
+    /// The dense solve is O(N_g³): 4.5 s in all for N_g = 4000 (0.7 s for N_g = 2000) on one
+    /// core here; it needs 8·(2N_g + 1)² bytes.
     pub fn ridge(spec: &RidgeTableSpec) -> Result<Self, CorrectionError> {
         spec.validate()?;
         let half = spec.half_points;
@@ -496,6 +497,10 @@ impl CorrectionTable {
 
     /// One draw of X_corr (§6.4): U ~ U(0, 1); the bracketing F_{k−1} < U ≤ F_k by binary
     /// search; y_{k−1} + (U − F_{k−1})/(F_k − F_{k−1})·h; y_{−N_g} if U ≤ F_0. No allocation.
+    ///
+    /// As specified, this spreads the mass u_k over (y_{k−1}, y_k], h/2 below the point mass
+    /// the fit assumes: for the default table the CDF of N(0, 1) + draw is within 1.1e-3 of the
+    /// logistic CDF, against 5.6e-4 for the point masses ([`Self::cdf_convolved`]).
     #[inline]
     pub fn sample(&self, rng: &mut ChainRng) -> f64 {
         self.quantile(rng.random::<f64>())
@@ -685,7 +690,8 @@ mod tests {
     use faer::prelude::Solve;
 
     /// The O(N_g²) normal matrix and the solve against a dense MᵀM + λI built directly and
-    /// solved by faer's high-level LLT, on a small grid.
+    /// solved by faer's high-level LLT, on a small grid. Break-once: the recurrence without its
+    /// leaving-row term failed here (u[0] = 0.478, direct 3.1e-4).
     #[test]
     fn toeplitz_build_matches_a_direct_solve() {
         let spec = RidgeTableSpec {
