@@ -209,6 +209,16 @@ pub enum DataError {
         n_features: usize,
     },
 
+    /// An IDX file (MNIST format) is malformed: bad magic, unsupported element type, wrong number
+    /// of dimensions, truncated or trailing data, or a corrupt gzip stream.
+    #[error("{path}: invalid IDX file: {message}")]
+    InvalidIdx {
+        /// File name.
+        path: String,
+        /// What is wrong (one line).
+        message: String,
+    },
+
     /// A NaN or infinite value was found.
     #[error("{source_name}: row {row}{}: {kind}", fmt_column(column.as_deref()))]
     NonFinite {

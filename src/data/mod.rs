@@ -6,6 +6,7 @@
 
 mod csv;
 mod error;
+pub mod idx;
 mod libsvm;
 mod matrix;
 mod npy;
