@@ -58,7 +58,8 @@ fn check_images<T: sgmcmc::data::Element>(m: &Matrix<T>, what: &str) {
 /// Plain and gzipped files, with and without a `.gz` name (gzip is recognised by its magic
 /// bytes), read back exactly, in f64 and f32.
 /// Break-once check: mapping each byte to b/256 instead of b/255 in `IdxPixel::from_byte`
-/// made this test fail at pixel 1 (0.00390625 for byte 1).
+/// made this test fail at pixel 1 (0.00390625 for byte 1); `real_mnist` failed too (maximum
+/// pixel 255/256).
 #[test]
 fn round_trip_plain_and_gzipped() {
     let dir = tempfile::tempdir().unwrap();
@@ -156,7 +157,7 @@ fn assert_contains(msg: &str, parts: &[&str]) {
 /// Every malformed input fails with a one-line error that starts with the file name and says
 /// what is wrong.
 /// Break-once check: dropping the trailing-bytes read (returning right after the data) made
-/// both trailing-bytes cases load without error, and this test failed on `unwrap_err`.
+/// the first trailing-bytes case load without error, and this test failed on `unwrap_err`.
 #[test]
 fn malformed_files_give_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,7 +180,10 @@ fn malformed_files_give_clear_errors() {
     let msg = load_error(d, "f32.idx", &f32_file, false);
     assert_contains(
         &msg,
-        &["unsupported element type code 0x0d (f32)", "0x08 (unsigned byte)"],
+        &[
+            "unsupported element type code 0x0d (f32)",
+            "0x08 (unsigned byte)",
+        ],
     );
 
     // A label file where images are expected, and the converse.
@@ -302,7 +306,9 @@ fn real_mnist() {
     let (test, test_labels) = mnist_pair::<f32>(&dir, "t10k").unwrap();
     assert_eq!((test.rows(), test.cols()), (10_000, 784));
     let mut counts = [0usize; 10];
-    test_labels.iter().for_each(|&l| counts[usize::from(l)] += 1);
+    test_labels
+        .iter()
+        .for_each(|&l| counts[usize::from(l)] += 1);
     assert_eq!(
         counts,
         [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]

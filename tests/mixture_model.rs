@@ -92,7 +92,7 @@ const FD_REL: f64 = 1e-6;
 /// Gradients of the log-likelihood (summed and per datum) and of the log prior match central
 /// differences at every θ of `THETAS`, for the paper's constants and for other ones.
 /// Break-once check: giving ∂/∂θ₂ the responsibility of the first component (1 − r instead of
-/// r) failed this test at θ = (0, 1) with got −4.6 vs want 31.7 (coordinate 1).
+/// r) failed this test at θ = (0, 1): summed gradient, coordinate 1, got −93.1, want 33.4.
 #[test]
 fn gradients_match_central_differences() {
     let paper = MixtureSettings::default();
@@ -136,11 +136,11 @@ fn gradients_match_central_differences() {
 /// onto a non-zero buffer), including the trait's default `add_grad_log_lik_terms`; the fused
 /// log-likelihood equals the sum of `log_lik_each`. Repeated and unordered indices included.
 /// Break-once check: dropping `weight` from the fused `log_lik_and_add_grad` failed this test
-/// (got 4.18 vs want −10.7 on coordinate 0 at θ = (0, 1)).
+/// at θ = (0, 1): coordinate 0, got 3.82, want −6.92.
 #[test]
 fn per_datum_gradients_sum_to_batch_gradient() {
-    let model = GaussianMixtureModel::new(GaussianMixtureModel::simulate(500, [0.0, 1.0], 3))
-        .unwrap();
+    let model =
+        GaussianMixtureModel::new(GaussianMixtureModel::simulate(500, [0.0, 1.0], 3)).unwrap();
     let batch: Vec<DataIndex> = [17, 3, 499, 3, 250, 0, 17, 88, 401, 120]
         .into_iter()
         .chain(200..260)
@@ -191,7 +191,7 @@ fn per_datum_gradients_sum_to_batch_gradient() {
 /// reference §6.8's log(1/(4√π)) + log[e^−(x−θ₁)²/4 + e^−(x−θ₁−θ₂)²/4] at σₓ² = 2, and
 /// log[½·N(x; θ₁, σₓ²) + ½·N(x; θ₁ + θ₂, σₓ²)] for another σₓ².
 /// Break-once check: dropping the ½ of the normalising constant (log_norm = −½·log(2πσₓ²))
-/// failed this test by log 2 at the first datum.
+/// failed this test by log 2 at the first datum (−10.227 vs −10.921).
 #[test]
 fn log_lik_matches_the_density_formula() {
     let x: Vec<f64> = (0..41).map(|k| -6.0 + 0.3 * k as f64).collect();
@@ -231,8 +231,9 @@ fn log_lik_matches_the_density_formula() {
 /// log p = log ½ − ½·log(4π) − (x − 100)²/4 to rounding; at θ = (60, −120) and x = 0 both
 /// components are equally far (a = b = −900), so log p = log ½ − ½·log(4π) − 900 + log 2 and
 /// the gradient is exactly (0, 15).
-/// Break-once check: computing log(e^a + e^b) directly in `Kernel::eval` made every value here
-/// −inf (and the gradients NaN), and this test failed at the first assertion.
+/// Break-once check: computing log(e^a + e^b) directly in `Kernel::eval` made the
+/// log-likelihood −inf at θ = (100, 1), and this test failed at its first assertion
+/// ("x = 0: -inf"); the gradient test then failed too (its central difference became NaN).
 #[test]
 fn log_sum_exp_is_stable_far_from_the_data() {
     let x = [0.0, -1.3, 2.2, 0.4, -3.9];
@@ -261,7 +262,10 @@ fn log_sum_exp_is_stable_far_from_the_data() {
     let got = log_lik_each(&model, &theta, &[0]);
     let want = log_norm - 900.0 + (2.0f64).ln();
     assert_eq!(naive_log_lik(0.0, &theta, 2.0), f64::NEG_INFINITY);
-    assert!((got[0] - want).abs() <= 1e-14 * want.abs(), "{got:?} vs {want}");
+    assert!(
+        (got[0] - want).abs() <= 1e-14 * want.abs(),
+        "{got:?} vs {want}"
+    );
     assert_eq!(grad_each(&model, &theta, &[0]), [0.0, 15.0]);
 }
 
@@ -269,11 +273,11 @@ fn log_sum_exp_is_stable_far_from_the_data() {
 /// within 4 standard errors (se of a sample variance: σ²·√(2/n)); a flat coordinate makes
 /// drawing an error.
 /// Break-once check: scaling the draws by σ² instead of σ failed this test on the variance of
-/// θ₁ (99.9 vs 10).
+/// θ₁ (100.4 vs 10).
 #[test]
 fn prior_density_and_draws() {
-    let model = GaussianMixtureModel::new(GaussianMixtureModel::simulate(10, [0.0, 1.0], 1))
-        .unwrap();
+    let model =
+        GaussianMixtureModel::new(GaussianMixtureModel::simulate(10, [0.0, 1.0], 1)).unwrap();
     assert_eq!(model.parameter_names(), ["theta1", "theta2"]);
     assert_eq!((model.dim(), model.num_data()), (2, 10));
     let lp = model.log_prior(&[2.0, -3.0]);
@@ -290,13 +294,13 @@ fn prior_density_and_draws() {
         let v = draws.iter().map(|d| (d[j] - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
         let nf = n as f64;
         assert!(
-            mean.abs() < 4.0 * (var / nf).sqrt(),
-            "theta{}: mean {mean}",
+            (v - var).abs() < 4.0 * var * (2.0 / nf).sqrt(),
+            "theta{}: variance {v} vs {var}",
             j + 1
         );
         assert!(
-            (v - var).abs() < 4.0 * var * (2.0 / nf).sqrt(),
-            "theta{}: variance {v} vs {var}",
+            mean.abs() < 4.0 * (var / nf).sqrt(),
+            "theta{}: mean {mean}",
             j + 1
         );
     }
@@ -327,7 +331,7 @@ fn mixture_moments(theta: [f64; 2], s: f64) -> (f64, f64, f64) {
 /// its empirical CDF is within the Kolmogorov–Smirnov 0.1 % critical distance 1.95/√n of the
 /// mixture CDF; same seed, same data; another seed, other data.
 /// Break-once check: drawing the noise with sd σₓ² instead of σₓ failed this test on the
-/// variance (4.25 vs 2.25 at θ = (0, 1)).
+/// variance (4.236 vs 2.25 at θ = (0, 1)).
 #[test]
 fn simulator_matches_the_mixture() {
     let n = 200_000;
@@ -359,7 +363,9 @@ fn simulator_matches_the_mixture() {
             .enumerate()
             .map(|(i, &v)| {
                 let f = 0.5 * (c1.cdf(v) + c2.cdf(v));
-                (f - i as f64 / nf).abs().max(((i + 1) as f64 / nf - f).abs())
+                (f - i as f64 / nf)
+                    .abs()
+                    .max(((i + 1) as f64 / nf - f).abs())
             })
             .fold(0.0, f64::max);
         assert!(ks < 1.95 / nf.sqrt(), "θ = {theta:?}: KS distance {ks}");
@@ -377,6 +383,8 @@ fn simulator_matches_the_mixture() {
 }
 
 /// Bad data and settings are errors that say what is wrong.
+/// Break-once check: skipping the finiteness scan in `with_settings` let the NaN datum through,
+/// and this test failed on `unwrap_err`.
 #[test]
 fn bad_data_and_settings_are_rejected() {
     let two_cols = Features::F64(Matrix::from_vec(vec![0.0; 6], 3, 2).unwrap());
@@ -385,7 +393,10 @@ fn bad_data_and_settings_are_rejected() {
 
     let empty = Features::F64(Matrix::from_vec(vec![], 0, 1).unwrap());
     let e = GaussianMixtureModel::new(empty).unwrap_err();
-    assert!(matches!(e, ModelError::Data(DataError::Empty { .. })), "{e}");
+    assert!(
+        matches!(e, ModelError::Data(DataError::Empty { .. })),
+        "{e}"
+    );
 
     let nan = Features::F32(Matrix::from_vec(vec![0.0, f32::NAN], 2, 1).unwrap());
     let e = GaussianMixtureModel::new(nan).unwrap_err();

@@ -71,10 +71,7 @@ pub fn load_idx_labels(path: &Path) -> Result<Vec<u8>, DataError> {
 /// without `.gz` is used when only the uncompressed file exists).
 ///
 /// Checks that both files hold the same number of items and that every label is a digit 0–9.
-pub fn mnist_pair<T: IdxPixel>(
-    dir: &Path,
-    split: &str,
-) -> Result<(Matrix<T>, Vec<u8>), DataError> {
+pub fn mnist_pair<T: IdxPixel>(dir: &Path, split: &str) -> Result<(Matrix<T>, Vec<u8>), DataError> {
     let images_path = mnist_file(dir, &format!("{split}-images-idx3-ubyte"));
     let labels_path = mnist_file(dir, &format!("{split}-labels-idx1-ubyte"));
     let images = load_idx_images::<T>(&images_path)?;
@@ -118,11 +115,7 @@ const MAX_RESERVE: usize = 1 << 26;
 
 /// Reads the IDX file at `path` (display name `name`), which must hold unsigned bytes in
 /// `want_dims` dimensions; returns the sizes and the data bytes.
-fn read_idx(
-    path: &Path,
-    name: &str,
-    want_dims: u8,
-) -> Result<(Vec<usize>, Vec<u8>), DataError> {
+fn read_idx(path: &Path, name: &str, want_dims: u8) -> Result<(Vec<usize>, Vec<u8>), DataError> {
     let invalid = |message: String| DataError::InvalidIdx {
         path: name.to_string(),
         message,
@@ -163,7 +156,11 @@ fn read_idx(
             DataError::io(name, e)
         }
     };
-    let what = if want_dims == 1 { "a label" } else { "an image" };
+    let what = if want_dims == 1 {
+        "a label"
+    } else {
+        "an image"
+    };
 
     let mut magic = [0u8; 4];
     let got = read_full(&mut reader, &mut magic).map_err(read_error)?;

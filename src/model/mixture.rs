@@ -112,7 +112,11 @@ impl Kernel {
         let b = -0.5 * self.inv_var * v * v;
         let e = (-(a - b).abs()).exp();
         let log_lik = self.log_norm + a.max(b) + e.ln_1p();
-        let r = if b >= a { 1.0 / (1.0 + e) } else { e / (1.0 + e) };
+        let r = if b >= a {
+            1.0 / (1.0 + e)
+        } else {
+            e / (1.0 + e)
+        };
         (log_lik, r, u, v)
     }
 
@@ -333,7 +337,12 @@ impl Model for GaussianMixtureModel {
 
     /// θ ~ N(0, diag(σ₁², σ₂²)); an error if either coordinate's prior is flat.
     fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {
-        if self.settings.prior_variances.iter().any(|v| v.is_infinite()) {
+        if self
+            .settings
+            .prior_variances
+            .iter()
+            .any(|v| v.is_infinite())
+        {
             return Err(ModelError::Setting(
                 "cannot draw from a flat prior (a prior variance is inf); choose another init"
                     .into(),
