@@ -70,6 +70,15 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
         }
     }
     for c in &outcome.run.chains {
+        if let Some(stats) = c
+            .sampler_statistics
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<sgmcmc::mh::MhStatistics>(v.clone()).ok())
+        {
+            println!("chain {}: {}", c.chain, stats.describe());
+        }
+    }
+    for c in &outcome.run.chains {
         if let Some(d) = &c.divergence {
             println!(
                 "WARNING: chain {} diverged at iteration {} (non-finite state); its {} earlier draws are \
@@ -196,7 +205,7 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     let model = prepared.model();
     // Validate every setting before creating output.
     let settings = pipeline::run_settings(&cfg)?;
-    pipeline::build_sampler(&cfg.sampler, &settings)?;
+    pipeline::build_sampler_for(&cfg.sampler, &settings, model)?;
     pipeline::check_estimator(&cfg.gradient, model)?;
     pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
     let zarr = prepare_out(out)?;

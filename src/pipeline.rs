@@ -4,7 +4,8 @@
 
 use crate::config::{
     Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig, SyntheticGenerator,
+    MhTestKind, ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig,
+    SyntheticGenerator,
 };
 use crate::data::{self, DataError, Dataset};
 use crate::estimator::{
@@ -245,6 +246,68 @@ pub fn build_sampler(
     }
 }
 
+/// [`build_sampler`] for any method, including those that read the model themselves (MH).
+pub fn build_sampler_for<'m>(
+    cfg: &SamplerTable,
+    settings: &RunSettings,
+    model: &'m dyn Model,
+) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
+    if !matches!(cfg.method, SamplerConfig::Mh { .. }) {
+        return build_sampler(cfg, settings).map(|s| s as Box<dyn Sampler + 'm>);
+    }
+    let sampler = build_mh(&cfg.method, model)?;
+    match resolve_schedule(cfg, sampler.step_size(), settings)? {
+        None => Ok(sampler),
+        Some(schedule) => Ok(Box::new(Scheduled::new(sampler, schedule)?)),
+    }
+}
+
+/// The MH sampler of a `kind = "mh"` table (reference §6).
+fn build_mh<'m>(
+    cfg: &SamplerConfig,
+    model: &'m dyn Model,
+) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
+    use crate::mh::{AcceptanceTest, AusterityTest, BarkerTest, ExactRule, ExactTest, MhSampler};
+    let SamplerConfig::Mh {
+        proposal,
+        test,
+        batch_size,
+        temperature,
+        policy,
+        variance,
+        sigma,
+        tolerance,
+    } = cfg
+    else {
+        return Err(PipelineError::Other("not an MH sampler table".into()));
+    };
+    let n = model.num_data();
+    if matches!(test, MhTestKind::Barker | MhTestKind::Austerity) && *batch_size > n {
+        return Err(PipelineError::Other(format!(
+            "[sampler] batch_size = {batch_size} is larger than the data (N = {n})"
+        )));
+    }
+    let test = match test {
+        MhTestKind::Barker => AcceptanceTest::Barker(BarkerTest::new(
+            crate::mh::correction_table(*sigma).map_err(|e| PipelineError::Other(e.to_string()))?,
+            *batch_size,
+            *temperature,
+            *policy,
+            *variance,
+        )?),
+        MhTestKind::Austerity => {
+            AcceptanceTest::Austerity(AusterityTest::new(*batch_size, *tolerance, *temperature)?)
+        }
+        MhTestKind::ExactBarker => {
+            AcceptanceTest::Exact(ExactTest::new(ExactRule::Barker, *temperature)?)
+        }
+        MhTestKind::ExactMetropolis => {
+            AcceptanceTest::Exact(ExactTest::new(ExactRule::Metropolis, *temperature)?)
+        }
+    };
+    Ok(Box::new(MhSampler::new(model, *proposal, test)?))
+}
+
 /// The `schedule` of the `[sampler]` table with its defaults filled in, or `None` without one.
 /// `step` is the method's step in its own units ([`Sampler::step_size`]): the constant step,
 /// the cyclical ε₀, and the polynomial a = step·(b + 1)^γ when `a` is not given. A cyclical
@@ -422,6 +485,11 @@ pub fn build_method(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineErr
             };
             Ok(Box::new(Ccadl::new(*step_size, settings)?))
         }
+        SamplerConfig::Mh { .. } => Err(PipelineError::Other(
+            "kind = \"mh\" reads the model itself: it runs under `sgmcmc run`, not here (e.g. \
+             MAMBA tunes the stochastic-gradient samplers only)"
+                .into(),
+        )),
     }
 }
 
@@ -432,6 +500,17 @@ pub fn check_sampler_with_estimator(
     gradient: &GradientConfig,
     model: &dyn Model,
 ) -> Result<(), PipelineError> {
+    if let SamplerConfig::Mh { proposal, .. } = sampler
+        && proposal.uses_gradient()
+        && gradient.estimator == EstimatorKind::Svrg
+    {
+        return Err(PipelineError::Other(
+            "[sampler] kind = \"mh\" with a gradient proposal needs one fixed gradient per \
+             iteration for its forward and reverse densities; SVRG's centre moves between them: \
+             use estimator = \"minibatch\", \"control_variates\" or \"full\""
+                .into(),
+        ));
+    }
     if let SamplerConfig::Ccadl { .. } = sampler {
         let n = match gradient.estimator {
             EstimatorKind::Full => model.num_data(),
@@ -696,7 +775,7 @@ fn execute_keeping_draws(
     let settings = run_settings(cfg)?;
     let dim = model.dim();
     // Validate sampler and estimator settings once, before anything runs.
-    build_sampler(&cfg.sampler, &settings)?;
+    build_sampler_for(&cfg.sampler, &settings, model)?;
     check_estimator(&cfg.gradient, model)?;
     check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
 
@@ -768,7 +847,7 @@ fn execute_keeping_draws(
             _ => inits[c].clone(),
         };
         Ok(Chain {
-            sampler: build_sampler(&cfg.sampler, &settings).map_err(setup)?,
+            sampler: build_sampler_for(&cfg.sampler, &settings, model).map_err(setup)?,
             estimator: build_estimator(&cfg.gradient, model, centre).map_err(setup)?,
             init,
         })

@@ -125,19 +125,27 @@ impl Subsampler {
     /// `n ≤ N`. Ignores the options of [`Subsampler::batch`].
     #[inline]
     pub fn draw(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        self.draw_more(0, n, rng)
+    }
+
+    /// Grow a draw: after a draw of `start` points (the first `start` buffer entries), `n`
+    /// more, uniform without replacement among the other N − `start` (the minibatch MH test's
+    /// growing batch, reference §6.5). Returns only the new points. Requires `start + n ≤ N`.
+    #[inline]
+    pub fn draw_more(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
         const AHEAD: usize = 16;
         let total = self.perm.len();
-        debug_assert!(n <= total);
+        debug_assert!(start + n <= total);
         self.targets.clear();
         self.targets
-            .extend((0..n).map(|k| rng.random_range(k as u32..total as u32)));
+            .extend((start..start + n).map(|k| rng.random_range(k as u32..total as u32)));
         for k in 0..n {
             if let Some(&ahead) = self.targets.get(k + AHEAD) {
                 prefetch(&self.perm, ahead as usize);
             }
-            self.perm.swap(k, self.targets[k] as usize);
+            self.perm.swap(start + k, self.targets[k] as usize);
         }
-        &self.perm[..n]
+        &self.perm[start..start + n]
     }
 
     /// All indices, in the buffer's current order.

@@ -165,6 +165,9 @@ pub struct CorrectionTable {
     masses: Vec<f64>,
     cumulative: Vec<f64>,
     normalised: bool,
+    /// Sampling spreads u_k over [y_k − h/2, y_k + h/2] (default) rather than the references'
+    /// (y_{k−1}, y_k].
+    centred: bool,
     mass_sum: f64,
     linf: f64,
 }
@@ -180,6 +183,31 @@ impl std::fmt::Debug for CorrectionTable {
             .field("linf", &self.linf)
             .finish_non_exhaustive()
     }
+}
+
+/// The table for `sigma`: the embedded default for σ = 1; any other σ is built once per
+/// process with the default grid (N_g = 4000, λ = 10, V = 20; about 5 s) and kept for the
+/// process's lifetime, so every chain of a run shares one table.
+pub fn correction_table(sigma: f64) -> Result<&'static CorrectionTable, CorrectionError> {
+    if sigma == 1.0 {
+        return Ok(CorrectionTable::default_table());
+    }
+    type Built = Vec<(u64, &'static CorrectionTable)>;
+    static BUILT: std::sync::OnceLock<std::sync::Mutex<Built>> = std::sync::OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, table)) = built.iter().find(|(bits, _)| *bits == sigma.to_bits()) {
+        return Ok(table);
+    }
+    let table = CorrectionTable::ridge(&RidgeTableSpec {
+        sigma,
+        ..RidgeTableSpec::default()
+    })?;
+    let table: &'static CorrectionTable = Box::leak(Box::new(table));
+    built.push((sigma.to_bits(), table));
+    Ok(table)
 }
 
 /// Φ, the standard normal CDF (accurate in both tails through erfc).
@@ -255,6 +283,7 @@ impl CorrectionTable {
             cumulative: Vec::new(),
             masses,
             normalised: true,
+            centred: true,
             mass_sum,
             linf,
         };
@@ -492,15 +521,31 @@ impl CorrectionTable {
         let mut table = Self::from_masses(masses, self.sigma, self.step)
             .expect("the mirror average of a valid table is valid");
         table.set_cumulative(self.normalised);
+        table.centred = self.centred;
         table
     }
 
-    /// One draw of X_corr (§6.4): U ~ U(0, 1); the bracketing F_{k−1} < U ≤ F_k by binary
-    /// search; y_{k−1} + (U − F_{k−1})/(F_k − F_{k−1})·h; y_{−N_g} if U ≤ F_0. No allocation.
+    /// The references' interpolation (`mh_xcorr_reference_interpolation`): draws spread the
+    /// mass u_k over (y_{k−1}, y_k] and U ≤ F_0 returns y_{−N_g} (§6.4 as written).
+    pub fn with_reference_interpolation(&self) -> Self {
+        let mut table = self.clone();
+        table.centred = false;
+        table
+    }
+
+    /// Whether draws spread each mass over the cell centred on its grid point (the default).
+    pub fn is_centred(&self) -> bool {
+        self.centred
+    }
+
+    /// One draw of X_corr by inverse CDF (§6.4): U ~ U(0, 1), the first k with F_k ≥ U by
+    /// binary search, then linear interpolation within the cell of u_k. No allocation.
     ///
-    /// As specified, this spreads the mass u_k over (y_{k−1}, y_k], h/2 below the point mass
-    /// the fit assumes: for the default table the CDF of N(0, 1) + draw is within 1.1e-3 of the
-    /// logistic CDF, against 5.6e-4 for the point masses ([`Self::cdf_convolved`]).
+    /// Library default: the cell of u_k is [y_k − h/2, y_k + h/2], centred on the point mass
+    /// the ridge fit assumes; for the default table the CDF of N(0, 1) + a draw is then within
+    /// 5.6e-4 of the logistic CDF. The references' (y_{k−1}, y_k] shifts the law h/2 to the
+    /// left and the error to 1.1e-3, above the 1e-3
+    /// ([`Self::with_reference_interpolation`]).
     #[inline]
     pub fn sample(&self, rng: &mut ChainRng) -> f64 {
         self.quantile(rng.random::<f64>())
@@ -511,29 +556,50 @@ impl CorrectionTable {
     pub fn quantile(&self, u: f64) -> f64 {
         let f = &self.cumulative;
         let k = f.partition_point(|&fk| fk < u);
-        if k == 0 {
-            return self.support(0);
+        if !self.centred {
+            if k == 0 {
+                return self.support(0);
+            }
+            if k == f.len() {
+                return self.support(k - 1);
+            }
+            let (lo, hi) = (f[k - 1], f[k]);
+            return self.support(k - 1) + (u - lo) / (hi - lo) * self.step;
         }
         if k == f.len() {
-            return self.support(k - 1);
+            return self.support(k - 1) + 0.5 * self.step;
         }
-        let (lo, hi) = (f[k - 1], f[k]);
-        self.support(k - 1) + (u - lo) / (hi - lo) * self.step
+        let lo = if k == 0 { 0.0 } else { f[k - 1] };
+        let hi = f[k];
+        let frac = if hi > lo { (u - lo) / (hi - lo) } else { 0.0 };
+        self.support(k) + (frac - 0.5) * self.step
     }
 
-    /// P(X_corr ≤ x) for the law [`Self::sample`] draws from: F_0 at y_{−N_g} (an atom), F
-    /// interpolated linearly between grid points (the mass u_k is spread uniformly over
-    /// (y_{k−1}, y_k]), capped at 1 (unnormalised tables).
+    /// P(X_corr ≤ x) for the law [`Self::sample`] draws from, capped at 1 (unnormalised
+    /// tables). Centred (default): u_k uniform on [y_k − h/2, y_k + h/2]. Reference
+    /// interpolation: an atom F_0 at y_{−N_g}, then u_k uniform on (y_{k−1}, y_k].
     pub fn cdf(&self, x: f64) -> f64 {
         if x.is_nan() {
             return f64::NAN;
+        }
+        let f = &self.cumulative;
+        let last = f.len() - 1;
+        if self.centred {
+            let t = (x - self.support(0)) / self.step + 0.5;
+            if t <= 0.0 {
+                return 0.0;
+            }
+            let k = t as usize;
+            if k > last {
+                return f[last].min(1.0);
+            }
+            let prev = if k == 0 { 0.0 } else { f[k - 1] };
+            return (prev + (t - k as f64) * (f[k] - prev)).min(1.0);
         }
         let t = (x - self.support(0)) / self.step;
         if t < 0.0 {
             return 0.0;
         }
-        let f = &self.cumulative;
-        let last = f.len() - 1;
         if t >= last as f64 {
             return f[last].min(1.0);
         }
@@ -736,9 +802,34 @@ mod tests {
     }
 
     #[test]
-    fn quantile_brackets_and_interpolates() {
+    fn centred_quantile_spreads_each_mass_over_its_cell() {
         let table =
             CorrectionTable::from_masses(vec![0.25, 0.0, 0.5, 0.25, 0.0], 1.0, 1.0).unwrap();
+        assert!(table.is_centred());
+        // F = [0.25, 0.25, 0.75, 1, 1]; y = −2..2; cells [y − ½, y + ½].
+        assert_eq!(table.quantile(0.0), -2.5);
+        assert_eq!(table.quantile(0.125), -2.0);
+        assert_eq!(table.quantile(0.25), -1.5);
+        assert_eq!(table.quantile(0.5), 0.0);
+        assert_eq!(table.quantile(0.875), 1.0);
+        assert_eq!(table.quantile(1.0), 1.5);
+        for x in [-2.25, -1.0, 0.25, 0.5, 1.25] {
+            let f = table.cdf(x);
+            if f > 0.0 && f < 1.0 {
+                assert!((table.quantile(f) - x).abs() < 1e-12, "x = {x}");
+            }
+        }
+        assert_eq!(table.cdf(-2.5), 0.0);
+        assert_eq!(table.cdf(-2.0), 0.125);
+        assert_eq!(table.cdf(-1.0), 0.25);
+        assert_eq!(table.cdf(5.0), 1.0);
+    }
+
+    #[test]
+    fn quantile_brackets_and_interpolates() {
+        let table = CorrectionTable::from_masses(vec![0.25, 0.0, 0.5, 0.25, 0.0], 1.0, 1.0)
+            .unwrap()
+            .with_reference_interpolation();
         // F = [0.25, 0.25, 0.75, 1, 1]; y = −2..2.
         assert_eq!(table.quantile(0.0), -2.0);
         assert_eq!(table.quantile(0.25), -2.0);

@@ -1,7 +1,28 @@
-//! Minibatch Metropolis–Hastings test (Seita, Pan, Chen & Canny; reference §6): the Barker
-//! test decides with Δ* + X_nc + X_c > 0, where the minibatch noise plus X_nc ~ N(0, σ² − s²)
-//! plays a Gaussian N(0, σ²) and X_c is drawn from the correction distribution C_σ that turns
-//! that Gaussian into a standard logistic variable; [`correction`] builds C_σ (ridge least
-//! squares §6.3(a), the workshop's FFT bank §6.3(b)) and samples it by inverse CDF (§6.4).
+//! Minibatch Metropolis–Hastings (reference §6).
+//!
+//! The Barker test of Seita, Pan, Chen & Canny decides with Δ* + X_nc + X_c > 0, where the
+//! minibatch noise plus X_nc ~ N(0, σ² − s²) plays a Gaussian N(0, σ²) and X_c is drawn from the
+//! correction distribution C_σ that turns that Gaussian into a standard logistic variable.
+//! - [`correction`] builds C_σ (ridge least squares §6.3(a), the workshop's FFT bank §6.3(b))
+//!   and samples it by inverse CDF (§6.4);
+//! - [`ratio`]: per-datum log-likelihood ratios on a growing minibatch drawn without replacement;
+//! - [`test`]: the minibatch Barker test, Austerity's sequential t-test, the exact full-data
+//!   Barker and Metropolis tests;
+//! - [`proposal`]: random walk, Langevin and Hamiltonian proposals with their density ratios;
+//! - [`sampler`]: [`MhSampler`], proposal + test as an ordinary [`crate::sampler::Sampler`],
+//!   with outcome counts for the run summary.
 
 pub mod correction;
+pub mod proposal;
+pub mod ratio;
+pub mod sampler;
+pub mod test;
+
+pub use correction::{CorrectionTable, correction_table};
+pub use proposal::Proposal;
+pub use ratio::LikelihoodRatios;
+pub use sampler::{AcceptanceTest, MhSampler, MhStatistics};
+pub use test::{
+    AusterityTest, BarkerTest, Decision, ExactRule, ExactTest, FailurePolicy, Outcome,
+    VarianceEstimate, corrected_barker_decision,
+};

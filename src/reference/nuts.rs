@@ -438,6 +438,7 @@ fn run_chain(
             seconds: report.seconds,
             divergence: None,
             interrupted: false,
+            sampler_statistics: None,
         },
     );
     Ok((report, draws))

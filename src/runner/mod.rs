@@ -86,6 +86,9 @@ pub struct ChainReport {
     pub divergence: Option<Divergence>,
     /// The chain stopped early because a stop was requested (e.g. Ctrl-C); its draws are kept.
     pub interrupted: bool,
+    /// The sampler's own counts ([`Sampler::statistics`]), e.g. an MH test's outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler_statistics: Option<serde_json::Value>,
 }
 
 impl ChainReport {
@@ -324,6 +327,7 @@ fn run_chain(
         seconds: start.elapsed().as_secs_f64(),
         divergence,
         interrupted,
+        sampler_statistics: sampler.statistics(),
     };
     progress.chain_finished(c, &report);
     Ok(report)

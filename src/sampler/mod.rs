@@ -66,6 +66,12 @@ pub trait Sampler: Send {
     /// bit-identical chains; no allocation, so a schedule can call it every iteration
     /// ([`Scheduled`]). Errors (and changes nothing) unless `step` is finite and > 0.
     fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError>;
+
+    /// Counts the method keeps about its run (the MH tests' accept/reject/skip outcomes and
+    /// data used), for the run summary; `None` for methods with nothing to report.
+    fn statistics(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// A boxed sampler is a sampler (so [`Scheduled`] can wrap a `Box<dyn Sampler>`).
@@ -103,6 +109,10 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
         (**self).set_step_size(step)
     }
+
+    fn statistics(&self) -> Option<serde_json::Value> {
+        (**self).statistics()
+    }
 }
 
 /// Errors in sampler settings.
@@ -125,6 +135,9 @@ pub enum SamplerError {
         /// What it must satisfy.
         requirement: &'static str,
     },
+    /// An invalid setting, described in full.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The step of an overdamped sampler, in either published convention (reference §1.4).

@@ -259,6 +259,10 @@ impl<S: Sampler> Sampler for Scheduled<S> {
     fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
         self.inner.set_step_size(step)
     }
+
+    fn statistics(&self) -> Option<serde_json::Value> {
+        self.inner.statistics()
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,280 @@
+//! Metropolis–Hastings as a [`Sampler`]: a proposal, then one of the accept/reject tests of
+//! [`super::test`], with counts of every outcome for the run summary.
+
+use super::proposal::{Proposal, ProposalState};
+use super::ratio::LikelihoodRatios;
+use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome};
+use crate::estimator::GradientEstimator;
+use crate::model::Model;
+use crate::rng::ChainRng;
+use crate::sampler::{Sampler, SamplerError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The accept/reject test of an MH chain.
+#[derive(Debug, Clone)]
+pub enum AcceptanceTest {
+    /// The minibatch Barker test with X_corr.
+    Barker(BarkerTest),
+    /// Austerity's sequential t-test.
+    Austerity(AusterityTest),
+    /// A full-data test (Barker or Metropolis).
+    Exact(ExactTest),
+}
+
+/// What an MH chain did: the counts that go into the run summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MhStatistics {
+    /// Iterations (proposals).
+    pub iterations: u64,
+    /// Proposals accepted.
+    pub accepted: u64,
+    /// Proposals rejected by the test.
+    pub rejected: u64,
+    /// Iterations skipped because s² ≥ σ² (Barker, `policy = "skip"`).
+    pub skipped: u64,
+    /// Decisions taken by the sign of Δ* after every point was used with s² ≥ σ².
+    pub exhausted_by_sign: u64,
+    /// Decisions whose batch grew at least once.
+    pub grown: u64,
+    /// Proposals rejected without a test because ψ was not finite (e.g. outside the prior's
+    /// support).
+    pub rejected_by_prior: u64,
+    /// Data points (likelihood-ratio evaluations) used by the tests, in total.
+    pub points: u64,
+    /// Decisions by the number of points they used.
+    pub points_histogram: BTreeMap<usize, u64>,
+    /// The likelihood temperature at the end (changes only with `policy = "raise_temperature"`).
+    pub final_temperature: f64,
+}
+
+impl MhStatistics {
+    /// Fraction of iterations accepted.
+    pub fn acceptance_rate(&self) -> f64 {
+        self.accepted as f64 / self.iterations.max(1) as f64
+    }
+
+    /// Mean points per decision.
+    pub fn mean_points(&self) -> f64 {
+        self.points as f64 / (self.iterations - self.rejected_by_prior).max(1) as f64
+    }
+
+    /// One line for the CLI: acceptance, skips, growth, data per decision, temperature.
+    pub fn describe(&self) -> String {
+        format!(
+            "MH: {} proposals, acceptance {:.3}, {} skipped, {} grew their batch, {} decided by \
+             sign, {} rejected by the prior/proposal; {:.1} data points per test; T = {}",
+            self.iterations,
+            self.acceptance_rate(),
+            self.skipped,
+            self.grown,
+            self.exhausted_by_sign,
+            self.rejected_by_prior,
+            self.mean_points(),
+            self.final_temperature
+        )
+    }
+
+    fn record(&mut self, d: &Decision) {
+        match d.outcome {
+            Outcome::Skipped => self.skipped += 1,
+            Outcome::ExhaustedBySign => self.exhausted_by_sign += 1,
+            Outcome::Decided => {}
+        }
+        if d.outcome != Outcome::Skipped {
+            if d.accept {
+                self.accepted += 1;
+            } else {
+                self.rejected += 1;
+            }
+        }
+        if d.growths > 0 {
+            self.grown += 1;
+        }
+        self.points += d.points as u64;
+        *self.points_histogram.entry(d.points).or_insert(0) += 1;
+    }
+
+    /// Add another chain's counts.
+    pub fn merge(&mut self, other: &MhStatistics) {
+        self.iterations += other.iterations;
+        self.accepted += other.accepted;
+        self.rejected += other.rejected;
+        self.skipped += other.skipped;
+        self.exhausted_by_sign += other.exhausted_by_sign;
+        self.grown += other.grown;
+        self.rejected_by_prior += other.rejected_by_prior;
+        self.points += other.points;
+        for (k, v) in &other.points_histogram {
+            *self.points_histogram.entry(*k).or_insert(0) += v;
+        }
+        self.final_temperature = self.final_temperature.max(other.final_temperature);
+    }
+}
+
+/// Metropolis–Hastings on large data: propose θ' ~ q(· | θ), compute
+/// ψ = log p₀(θ') − log p₀(θ) + log q(θ | θ') − log q(θ' | θ), and let the test decide from ψ
+/// and the per-datum likelihood ratios (reference §6).
+pub struct MhSampler<'m> {
+    model: &'m dyn Model,
+    proposal_kind: Proposal,
+    proposal_state: ProposalState,
+    test: AcceptanceTest,
+    ratios: LikelihoodRatios<'m>,
+    theta: Vec<f64>,
+    proposal: Vec<f64>,
+    log_prior: f64,
+    score: Vec<f64>,
+    stats: MhStatistics,
+}
+
+impl<'m> MhSampler<'m> {
+    /// An MH chain on `model` with proposal `proposal` and test `test`.
+    pub fn new(
+        model: &'m dyn Model,
+        proposal: Proposal,
+        test: AcceptanceTest,
+    ) -> Result<Self, SamplerError> {
+        proposal.validate().map_err(SamplerError::Invalid)?;
+        let dim = model.dim();
+        Ok(Self {
+            model,
+            proposal_kind: proposal,
+            proposal_state: ProposalState::new(dim),
+            test,
+            ratios: LikelihoodRatios::new(model),
+            theta: vec![0.0; dim],
+            proposal: vec![0.0; dim],
+            log_prior: 0.0,
+            score: if proposal.uses_gradient() {
+                vec![0.0; dim]
+            } else {
+                Vec::new()
+            },
+            stats: MhStatistics::default(),
+        })
+    }
+
+    /// The counts so far.
+    pub fn statistics(&self) -> &MhStatistics {
+        &self.stats
+    }
+
+    fn temperature(&self) -> f64 {
+        match &self.test {
+            AcceptanceTest::Barker(t) => t.temperature(),
+            AcceptanceTest::Austerity(t) => t.temperature(),
+            AcceptanceTest::Exact(t) => t.temperature(),
+        }
+    }
+}
+
+impl Sampler for MhSampler<'_> {
+    fn name(&self) -> &'static str {
+        "mh"
+    }
+
+    fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        self.theta.copy_from_slice(theta0);
+        self.log_prior = self.model.log_prior(theta0);
+        if self.proposal_kind.uses_gradient() {
+            estimator.estimate(theta0, &mut self.score, rng);
+            let t = self.temperature();
+            if t != 1.0 {
+                let mut prior = vec![0.0; theta0.len()];
+                self.model.add_grad_log_prior(theta0, &mut prior);
+                for (g, p) in self.score.iter_mut().zip(&prior) {
+                    *g = p + (*g - p) / t;
+                }
+            }
+        }
+        self.stats = MhStatistics {
+            final_temperature: self.temperature(),
+            ..MhStatistics::default()
+        };
+    }
+
+    fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+        self.stats.iterations += 1;
+        let temperature = self.temperature();
+        let log_q_ratio = self.proposal_state.propose(
+            &self.proposal_kind,
+            &self.theta,
+            &mut self.proposal,
+            self.model,
+            temperature,
+            estimator,
+            rng,
+        );
+        let log_prior = self.model.log_prior(&self.proposal);
+        let psi = log_prior - self.log_prior + log_q_ratio;
+        let uses_gradient = self.proposal_kind.uses_gradient();
+        if !psi.is_finite() {
+            self.stats.rejected_by_prior += 1;
+            self.stats.rejected += 1;
+            if uses_gradient {
+                self.score
+                    .copy_from_slice(self.proposal_state.current_score());
+            }
+            return;
+        }
+        let (theta, proposal, ratios) = (&self.theta, &self.proposal, &mut self.ratios);
+        let decision = match &mut self.test {
+            AcceptanceTest::Barker(t) => t.decide(ratios, theta, proposal, psi, rng),
+            AcceptanceTest::Austerity(t) => t.decide(ratios, theta, proposal, psi, rng),
+            AcceptanceTest::Exact(t) => t.decide(ratios, theta, proposal, psi, rng),
+        };
+        self.stats.record(&decision);
+        self.stats.final_temperature = self.temperature();
+        if decision.accept {
+            std::mem::swap(&mut self.theta, &mut self.proposal);
+            self.log_prior = log_prior;
+            if uses_gradient {
+                self.score
+                    .copy_from_slice(&self.proposal_state.proposal_score);
+            }
+        } else if uses_gradient {
+            self.score
+                .copy_from_slice(self.proposal_state.current_score());
+        }
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.theta
+    }
+
+    /// The gradient estimate at θ from this iteration's minibatch (gradient proposals); empty
+    /// for the random walk, which computes none.
+    fn score(&self) -> &[f64] {
+        &self.score
+    }
+
+    fn estimates_per_step(&self) -> usize {
+        self.proposal_kind.estimates()
+    }
+
+    /// The proposal's step (sd for the random walk).
+    fn step_size(&self) -> f64 {
+        match self.proposal_kind {
+            Proposal::RandomWalk { sd } => sd,
+            Proposal::Langevin { step_size } | Proposal::Hamiltonian { step_size, .. } => step_size,
+        }
+    }
+
+    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
+        let mut kind = self.proposal_kind;
+        match &mut kind {
+            Proposal::RandomWalk { sd } => *sd = step,
+            Proposal::Langevin { step_size } | Proposal::Hamiltonian { step_size, .. } => {
+                *step_size = step
+            }
+        }
+        kind.validate().map_err(SamplerError::Invalid)?;
+        self.proposal_kind = kind;
+        Ok(())
+    }
+
+    fn statistics(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(&self.stats).ok()
+    }
+}
