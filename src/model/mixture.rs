@@ -5,13 +5,17 @@
 //! xᵢ ~ ½·N(θ₁, σₓ²) + ½·N(θ₁ + θ₂, σₓ²), σₓ² = 2. With a = −(x − θ₁)²/(2σₓ²) and
 //! b = −(x − θ₁ − θ₂)²/(2σₓ²),
 //!
-//!     log p(x | θ) = log ½ − ½·log(2πσₓ²) + logsumexp(a, b)
+//! ```text
+//! log p(x | θ) = log ½ − ½·log(2πσₓ²) + logsumexp(a, b)
+//! ```
 //!
 //! (= log(1/(4√π)) + log[e^a + e^b] at σₓ² = 2), evaluated as max(a, b) + log1p(e^−|a−b|), so
 //! it stays finite where e^a and e^b both underflow (θ far from the data). With the
 //! responsibility r = e^b/(e^a + e^b) of the second component (a logistic function of b − a),
 //!
-//!     ∂/∂θ₁ = (x − θ₁ − r·θ₂)/σₓ²,   ∂/∂θ₂ = r·(x − θ₁ − θ₂)/σₓ².
+//! ```text
+//! ∂/∂θ₁ = (x − θ₁ − r·θ₂)/σₓ²,   ∂/∂θ₂ = r·(x − θ₁ − θ₂)/σₓ².
+//! ```
 //!
 //! At T = 1 and large N the posterior has modes near (0, 1) and (1, −1).
 
