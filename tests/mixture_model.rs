@@ -2,6 +2,8 @@
 //! differences (also far from the data, where a naive log(e^a + e^b) underflows), batch versus
 //! per-datum consistency, the density formula, the prior, and the simulator's moments.
 
+mod common;
+
 use sgmcmc::data::{DataError, Features, Matrix};
 use sgmcmc::model::mixture::MixtureSettings;
 use sgmcmc::model::{
@@ -34,18 +36,7 @@ fn grad_each(model: &dyn Model, theta: &[f64], batch: &[DataIndex]) -> Vec<f64> 
 /// Central difference of `f` at `theta` with h = 1e-5 (absolute: far from the data the
 /// responsibility switches over |Δθ| ≈ σₓ²/|θ₂|, so a step relative to |θ| would be too coarse).
 fn central_diff(theta: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
-    let h = 1e-5;
-    let mut t = theta.to_vec();
-    (0..theta.len())
-        .map(|j| {
-            t[j] = theta[j] + h;
-            let up = f(&t);
-            t[j] = theta[j] - h;
-            let down = f(&t);
-            t[j] = theta[j];
-            (up - down) / (2.0 * h)
-        })
-        .collect()
+    common::central_diff_with(theta, |_| 1e-5, f)
 }
 
 /// `got ≈ want` entry-wise to `rel`·max(1, ‖want‖∞).

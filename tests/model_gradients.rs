@@ -14,18 +14,7 @@ use sgmcmc::model::{
 
 /// Central difference of `f` at `theta` in every coordinate, h = 1e-5·max(1, |θⱼ|).
 fn central_diff(theta: &[f64], f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
-    let mut t = theta.to_vec();
-    (0..theta.len())
-        .map(|j| {
-            let h = 1e-5 * theta[j].abs().max(1.0);
-            t[j] = theta[j] + h;
-            let up = f(&t);
-            t[j] = theta[j] - h;
-            let down = f(&t);
-            t[j] = theta[j];
-            (up - down) / (2.0 * h)
-        })
-        .collect()
+    common::central_diff_with(theta, |x| 1e-5 * x.abs().max(1.0), f)
 }
 
 fn max_abs(x: &[f64]) -> f64 {

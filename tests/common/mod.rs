@@ -470,3 +470,23 @@ pub fn assert_command_fails_with(args: &[&str], dir: &Path, needles: &[&str]) {
         );
     }
 }
+
+/// Central difference of `f` at `theta` in every coordinate j, with step `step(θⱼ)`.
+pub fn central_diff_with(
+    theta: &[f64],
+    step: impl Fn(f64) -> f64,
+    f: impl Fn(&[f64]) -> f64,
+) -> Vec<f64> {
+    let mut t = theta.to_vec();
+    (0..theta.len())
+        .map(|j| {
+            let h = step(theta[j]);
+            t[j] = theta[j] + h;
+            let up = f(&t);
+            t[j] = theta[j] - h;
+            let down = f(&t);
+            t[j] = theta[j];
+            (up - down) / (2.0 * h)
+        })
+        .collect()
+}
