@@ -379,8 +379,9 @@ pub enum SamplerConfig {
         /// steps); gradient proposals use the `[gradient]` estimator with one minibatch per
         /// iteration.
         proposal: crate::mh::Proposal,
-        /// `barker` (the minibatch test with X_corr; default), `austerity`, `exact_barker` or
-        /// `exact_metropolis` (full data).
+        /// `barker` (the minibatch test with X_corr; default), `workshop` (the workshop's
+        /// version with the bank of curves), `austerity`, `exact_barker` or `exact_metropolis`
+        /// (full data).
         #[serde(default)]
         test: MhTestKind,
         /// Batch increment m of the minibatch tests (Barker: the fixed batch; Austerity: the
@@ -405,6 +406,16 @@ pub enum SamplerConfig {
         /// Austerity's tolerance ε.
         #[serde(default = "default_austerity_tolerance")]
         tolerance: f64,
+        /// The workshop test: K, the minibatches whose Δ' give the standard deviation s.
+        #[serde(default = "default_workshop_minibatches")]
+        minibatches: usize,
+        /// The workshop test: skip the iteration when s ≥ this (the workshop: 1.2).
+        #[serde(default = "default_workshop_threshold")]
+        std_threshold: f64,
+        /// The workshop test: weight α of the moving average of s across iterations
+        /// (1 = no smoothing, the default).
+        #[serde(default = "one")]
+        std_smoothing: f64,
     },
 }
 
@@ -417,6 +428,9 @@ pub enum MhTestKind {
     Barker,
     /// Austerity's sequential t-test (Korattikara et al. 2014).
     Austerity,
+    /// The workshop version (reference §6.6): K minibatches estimate s, skip when s ≥ 1.2,
+    /// else X_c from the bank curve whose σ is closest to s on a fresh minibatch.
+    Workshop,
     /// Full-data Barker acceptance 1/(1 + e^(−Δ)).
     ExactBarker,
     /// Full-data Metropolis acceptance min(1, e^Δ).
@@ -429,6 +443,14 @@ fn default_mh_batch() -> usize {
 
 fn default_austerity_tolerance() -> f64 {
     0.05
+}
+
+fn default_workshop_minibatches() -> usize {
+    10
+}
+
+fn default_workshop_threshold() -> f64 {
+    1.2
 }
 
 /// CCAdL's covariance estimate: the full matrix or its diagonal.

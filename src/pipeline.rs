@@ -267,7 +267,10 @@ fn build_mh<'m>(
     cfg: &SamplerConfig,
     model: &'m dyn Model,
 ) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
-    use crate::mh::{AcceptanceTest, AusterityTest, BarkerTest, ExactRule, ExactTest, MhSampler};
+    use crate::mh::{
+        AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, ExactRule, ExactTest, MhSampler,
+        WorkshopTest,
+    };
     let SamplerConfig::Mh {
         proposal,
         test,
@@ -277,12 +280,19 @@ fn build_mh<'m>(
         variance,
         sigma,
         tolerance,
+        minibatches,
+        std_threshold,
+        std_smoothing,
     } = cfg
     else {
         return Err(PipelineError::Other("not an MH sampler table".into()));
     };
     let n = model.num_data();
-    if matches!(test, MhTestKind::Barker | MhTestKind::Austerity) && *batch_size > n {
+    if matches!(
+        test,
+        MhTestKind::Barker | MhTestKind::Austerity | MhTestKind::Workshop
+    ) && *batch_size > n
+    {
         return Err(PipelineError::Other(format!(
             "[sampler] batch_size = {batch_size} is larger than the data (N = {n})"
         )));
@@ -295,6 +305,16 @@ fn build_mh<'m>(
             *policy,
             *variance,
         )?),
+        MhTestKind::Workshop => AcceptanceTest::Workshop(
+            WorkshopTest::new(
+                CorrectionBank::workshop().map_err(|e| PipelineError::Other(e.to_string()))?,
+                *batch_size,
+                *minibatches,
+                *std_threshold,
+                *temperature,
+            )?
+            .with_smoothing(*std_smoothing)?,
+        ),
         MhTestKind::Austerity => {
             AcceptanceTest::Austerity(AusterityTest::new(*batch_size, *tolerance, *temperature)?)
         }

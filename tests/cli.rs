@@ -683,3 +683,106 @@ fn ksd_of_stored_draws_matches_the_library() {
     let out = sgmcmc(&["ksd", "nowhere.zarr", "--config", "run.toml"], dir.path());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a Zarr store"));
 }
+
+const MH_GOOD: &str = "[sampler]\nkind = \"mh\"\nproposal = { kind = \"random_walk\", sd = 0.1 }\ntest = \"barker\"\nbatch_size = 50\ntemperature = 1.0\n\n[gradient]\nbatch_size = 20\n\n[run]\niterations = 300\nchains = 2";
+
+/// Every accept/reject test of `kind = "mh"` runs from the run file and reports its counts in
+/// the summary (iterations = chains × (burn-in + iterations); data per test within [m, N]).
+#[test]
+fn every_mh_test_runs_from_the_config() {
+    for (test, extra, min_points, max_points) in [
+        ("barker", "", 50.0, 200.0),
+        (
+            "workshop",
+            "minibatches = 4\nstd_smoothing = 0.5\n",
+            200.0,
+            250.0,
+        ),
+        ("austerity", "tolerance = 0.1\n", 50.0, 200.0),
+        ("exact_barker", "", 200.0, 200.0),
+        ("exact_metropolis", "", 200.0, 200.0),
+    ] {
+        let body = MH_GOOD.replace(
+            "test = \"barker\"\n",
+            &format!("test = \"{test}\"\n{extra}"),
+        );
+        let dir = setup(NPY_DATA, LOGISTIC, &body);
+        let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+        assert!(
+            out.status.success(),
+            "{test}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = read_summary(dir.path());
+        let chains = summary["run"]["chains"]
+            .as_array()
+            .expect("run.chains array");
+        assert_eq!(chains.len(), 2, "{test}");
+        for chain in chains {
+            let stats = &chain["sampler_statistics"];
+            let iterations = stats["iterations"].as_u64().expect("iterations counted");
+            assert!(iterations >= 300, "{test}: {stats}");
+            let decided = stats["accepted"].as_u64().unwrap()
+                + stats["rejected"].as_u64().unwrap()
+                + stats["skipped"].as_u64().unwrap();
+            assert_eq!(decided, iterations, "{test}: {stats}");
+            let per_test = stats["points"].as_u64().unwrap() as f64 / iterations as f64;
+            assert!(
+                (min_points..=max_points).contains(&per_test),
+                "{test}: {per_test} points per test, expected [{min_points}, {max_points}]"
+            );
+        }
+    }
+}
+
+/// Bad `kind = "mh"` tables: each error names the offending key or value.
+#[test]
+fn mh_config_errors_name_the_problem() {
+    let cases: [(&str, &str, &[&str]); 9] = [
+        (
+            "batch_size = 50",
+            "batch_size = 201",
+            &["batch_size = 201", "N = 200"],
+        ),
+        (
+            "batch_size = 50",
+            "batch_size = 1",
+            &["batch_size", "at least 2"],
+        ),
+        (
+            "temperature = 1.0",
+            "temperature = 0.0",
+            &["temperature", "> 0"],
+        ),
+        ("sd = 0.1", "sd = -0.1", &["proposal sd", "> 0"]),
+        ("test = \"barker\"", "test = \"barkr\"", &["barkr"]),
+        (
+            "test = \"barker\"",
+            "test = \"austerity\"\ntolerance = 1.5",
+            &["tolerance", "(0, 1)"],
+        ),
+        (
+            "test = \"barker\"",
+            "test = \"workshop\"\nminibatches = 1",
+            &["minibatches", "at least 2"],
+        ),
+        (
+            "test = \"barker\"",
+            "test = \"workshop\"\nstd_smoothing = 0.0",
+            &["std_smoothing"],
+        ),
+        (
+            "{ kind = \"random_walk\", sd = 0.1 }",
+            "{ kind = \"langevin\", step_size = 1e-3 }",
+            &["SVRG"],
+        ),
+    ];
+    for (from, to, fragments) in cases {
+        let mut body = MH_GOOD.replace(from, to);
+        if to.contains("langevin") {
+            body = body.replace("batch_size = 20", "batch_size = 20\nestimator = \"svrg\"");
+        }
+        let dir = setup(NPY_DATA, LOGISTIC, &body);
+        assert_fails_with(dir.path(), fragments);
+    }
+}

@@ -12,9 +12,9 @@ mod common;
 use common::{batch_means_mcse, gtm, normals};
 use sgmcmc::estimator::FullBatch;
 use sgmcmc::mh::{
-    AcceptanceTest, AusterityTest, BarkerTest, CorrectionTable, ExactRule, ExactTest,
-    FailurePolicy, LikelihoodRatios, MhSampler, Proposal, VarianceEstimate,
-    corrected_barker_decision,
+    AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, CorrectionTable, ExactRule,
+    ExactTest, FailurePolicy, LikelihoodRatios, MhSampler, Outcome, Proposal, VarianceEstimate,
+    WorkshopTest, corrected_barker_decision,
 };
 use sgmcmc::model::{GaussianModel, Model};
 use sgmcmc::rng::{ChainRng, stream};
@@ -122,6 +122,79 @@ fn minibatch_test_accepts_at_barkers_rate_for_a_fixed_pair() {
             1e-3,
         );
     }
+}
+
+/// The workshop test (§6.6) on the same fixed pairs: Δ'_real from one fresh minibatch plus X_c
+/// from the bank curve closest to the measured s is approximately Δ + a logistic variable, so
+/// the acceptance rate is Barker's g(Δ) up to the bank's approximation (an FFT curve, and s
+/// estimated from K = 10 minibatches): within 4 binomial SE + 0.01. Skips happen only when
+/// s ≥ 1.2, and each decision costs (K + 1)·m points (K·m when skipped).
+/// Break-once: drawing X_c from the curve for σ = 1.2 whatever s (`closest(1.2)`) gave rates
+/// 0.03–0.05 off g(Δ) and failed.
+#[test]
+fn workshop_test_accepts_at_barkers_rate_for_a_fixed_pair() {
+    let m = model(10_000, 3);
+    let t = 100.0;
+    let theta = [1.05];
+    let bank = CorrectionBank::workshop().unwrap();
+    for (k, proposal) in [[0.97], [1.1], [1.13]].into_iter().enumerate() {
+        let (delta, psi) = exact_delta(&m, &theta, &proposal, t);
+        let mut test = WorkshopTest::new(bank, 200, 10, 1.2, t).unwrap();
+        let mut ratios = LikelihoodRatios::new(&m);
+        let mut rng = stream(64, k as u64);
+        let trials = 100_000u64;
+        let (mut hits, mut skipped, mut points) = (0u64, 0u64, 0usize);
+        for _ in 0..trials {
+            let d = test.decide(&mut ratios, &theta, &proposal, psi, &mut rng);
+            points += d.points;
+            match d.outcome {
+                Outcome::Skipped => skipped += 1,
+                _ => hits += d.accept as u64,
+            }
+        }
+        assert!(
+            skipped < trials / 100,
+            "s ≈ 0.35–0.56 < 1.2: {skipped} skips"
+        );
+        assert_eq!(
+            points,
+            11 * 200 * (trials - skipped) as usize + 10 * 200 * skipped as usize
+        );
+        assert_rate(
+            &format!("workshop, θ' = {}, Δ = {delta:.3}", proposal[0]),
+            hits,
+            trials - skipped,
+            barker(delta),
+            0.01,
+        );
+    }
+}
+
+/// The workshop test skips (θ kept, K·m points) whenever s ≥ the threshold, and rejects bad
+/// settings with errors naming them.
+#[test]
+fn workshop_test_skips_above_its_threshold_and_checks_its_settings() {
+    let m = model(10_000, 3);
+    let bank = CorrectionBank::workshop().unwrap();
+    let mut test = WorkshopTest::new(bank, 200, 5, 1e-6, 100.0).unwrap();
+    let mut ratios = LikelihoodRatios::new(&m);
+    let mut rng = stream(65, 0);
+    for _ in 0..100 {
+        let d = test.decide(&mut ratios, &[1.05], &[1.1], 0.0, &mut rng);
+        assert_eq!(d.outcome, Outcome::Skipped);
+        assert!(!d.accept);
+        assert_eq!(d.points, 5 * 200);
+    }
+    let err = |r: Result<WorkshopTest, sgmcmc::sampler::SamplerError>| {
+        r.err().expect("must be rejected").to_string()
+    };
+    assert!(err(WorkshopTest::new(bank, 200, 1, 1.2, 1.0)).contains("minibatches"));
+    assert!(err(WorkshopTest::new(bank, 200, 5, 0.0, 1.0)).contains("std_threshold"));
+    assert!(err(WorkshopTest::new(bank, 1, 5, 1.2, 1.0)).contains("batch_size"));
+    assert!(err(WorkshopTest::new(bank, 200, 5, 1.2, -1.0)).contains("temperature"));
+    let ok = WorkshopTest::new(bank, 200, 5, 1.2, 1.0).unwrap();
+    assert!(err(ok.clone().with_smoothing(0.0)).contains("std_smoothing"));
+    assert!(err(ok.with_smoothing(1.5)).contains("std_smoothing"));
 }
 
 /// §6.9 item 4: with b = N the variance estimate is 0 and the decision is Barker's exactly;

@@ -184,10 +184,29 @@ impl Default for MambaLogregSettings {
             final_thin: 10,
             final_max_scored: 20_000,
             final_score_subsample: 10_000,
-            score_subsample: 1000,
+            score_subsample: 10_000,
             threads: 0,
         }
     }
+}
+
+/// `round i: label metric (draws), …`, best first: the kept arms, or every arm of a round of
+/// at most six.
+fn round_summary(round: &[ArmRound]) -> String {
+    let shown: Vec<String> = round
+        .iter()
+        .filter(|r| r.kept || round.len() <= 6)
+        .map(|r| {
+            let mark = if r.kept { "*" } else { "" };
+            format!("{mark}{} {:.4e} ({} draws)", r.label, r.metric, r.draws)
+        })
+        .collect();
+    format!(
+        "round {} ({} arms, * = kept): {}",
+        round.first().map_or(0, |r| r.round),
+        round.len(),
+        shown.join("; ")
+    )
 }
 
 /// One tuning method's choice and its final runs.
@@ -427,7 +446,9 @@ pub fn run(
         if !settings.fssd_only {
             // MAMBA-KSD.
             let t = Instant::now();
-            let (arms, outcome) = session.mamba(&mamba_settings, &mut |_, _| {})?;
+            let (arms, outcome) = session.mamba(&mamba_settings, &mut |round, _| {
+                log(&format!("{name}: MAMBA-KSD {}", round_summary(round)));
+            })?;
             let mamba_wall = t.elapsed().as_secs_f64();
             let timing_ksd = MambaTiming {
                 arms: outcome.arms,

@@ -2,4 +2,5 @@
 //! `sgmcmc experiment` runs and the tests check (results in `docs/experiments/`).
 
 pub mod mamba_logreg;
+pub mod mh_mixture;
 pub mod normal_gamma;

@@ -723,6 +723,17 @@ impl CorrectionBank {
         Self::from_curves(curves)
     }
 
+    /// The workshop bank built once per process and shared by every chain (100 FFT curves,
+    /// a few milliseconds each).
+    pub fn workshop() -> Result<&'static CorrectionBank, CorrectionError> {
+        static BANK: std::sync::OnceLock<CorrectionBank> = std::sync::OnceLock::new();
+        if let Some(bank) = BANK.get() {
+            return Ok(bank);
+        }
+        let bank = Self::fft()?;
+        Ok(BANK.get_or_init(|| bank))
+    }
+
     /// A bank of any tables (e.g. ridge tables, §6.3(b) "bank mode"), sorted by increasing σ.
     pub fn from_curves(curves: Vec<CorrectionTable>) -> Result<Self, CorrectionError> {
         if curves.is_empty() || curves.windows(2).any(|w| w[0].sigma >= w[1].sigma) {

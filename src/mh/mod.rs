@@ -6,8 +6,9 @@
 //! - [`correction`] builds C_σ (ridge least squares §6.3(a), the workshop's FFT bank §6.3(b))
 //!   and samples it by inverse CDF (§6.4);
 //! - [`ratio`]: per-datum log-likelihood ratios on a growing minibatch drawn without replacement;
-//! - [`test`]: the minibatch Barker test, Austerity's sequential t-test, the exact full-data
-//!   Barker and Metropolis tests;
+//! - [`test`]: the minibatch Barker test, the workshop's variant (K minibatches, skip at
+//!   s ≥ 1.2, the bank), Austerity's sequential t-test, the exact full-data Barker and
+//!   Metropolis tests;
 //! - [`proposal`]: random walk, Langevin and Hamiltonian proposals with their density ratios;
 //! - [`sampler`]: [`MhSampler`], proposal + test as an ordinary [`crate::sampler::Sampler`],
 //!   with outcome counts for the run summary.
@@ -18,11 +19,11 @@ pub mod ratio;
 pub mod sampler;
 pub mod test;
 
-pub use correction::{CorrectionTable, correction_table};
+pub use correction::{CorrectionBank, CorrectionTable, correction_table};
 pub use proposal::Proposal;
 pub use ratio::LikelihoodRatios;
 pub use sampler::{AcceptanceTest, MhSampler, MhStatistics};
 pub use test::{
     AusterityTest, BarkerTest, Decision, ExactRule, ExactTest, FailurePolicy, Outcome,
-    VarianceEstimate, corrected_barker_decision,
+    VarianceEstimate, WorkshopTest, corrected_barker_decision,
 };

@@ -3,7 +3,7 @@
 
 use super::proposal::{Proposal, ProposalState};
 use super::ratio::LikelihoodRatios;
-use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome};
+use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome, WorkshopTest};
 use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
@@ -18,6 +18,8 @@ pub enum AcceptanceTest {
     Barker(BarkerTest),
     /// Austerity's sequential t-test.
     Austerity(AusterityTest),
+    /// The workshop's test: K minibatches for s, skip when s ≥ 1.2, a bank curve for X_c.
+    Workshop(WorkshopTest),
     /// A full-data test (Barker or Metropolis).
     Exact(ExactTest),
 }
@@ -31,7 +33,8 @@ pub struct MhStatistics {
     pub accepted: u64,
     /// Proposals rejected by the test.
     pub rejected: u64,
-    /// Iterations skipped because s² ≥ σ² (Barker, `policy = "skip"`).
+    /// Iterations skipped because s² ≥ σ² (Barker, `policy = "skip"`) or s ≥ the threshold
+    /// (the workshop test).
     pub skipped: u64,
     /// Decisions taken by the sign of Δ* after every point was used with s² ≥ σ².
     pub exhausted_by_sign: u64,
@@ -164,6 +167,7 @@ impl<'m> MhSampler<'m> {
         match &self.test {
             AcceptanceTest::Barker(t) => t.temperature(),
             AcceptanceTest::Austerity(t) => t.temperature(),
+            AcceptanceTest::Workshop(t) => t.temperature(),
             AcceptanceTest::Exact(t) => t.temperature(),
         }
     }
@@ -222,6 +226,7 @@ impl Sampler for MhSampler<'_> {
         let decision = match &mut self.test {
             AcceptanceTest::Barker(t) => t.decide(ratios, theta, proposal, psi, rng),
             AcceptanceTest::Austerity(t) => t.decide(ratios, theta, proposal, psi, rng),
+            AcceptanceTest::Workshop(t) => t.decide(ratios, theta, proposal, psi, rng),
             AcceptanceTest::Exact(t) => t.decide(ratios, theta, proposal, psi, rng),
         };
         self.stats.record(&decision);

@@ -7,7 +7,7 @@
 //! log acceptance ratio) and the per-datum ratios dᵢ of [`LikelihoodRatios`]; the likelihood is
 //! tempered by 1/T.
 
-use super::correction::CorrectionTable;
+use super::correction::{CorrectionBank, CorrectionTable};
 use super::ratio::{LikelihoodRatios, RunningMoments};
 use crate::rng::ChainRng;
 use crate::sampler::{SamplerError, check_temperature, standard_normal};
@@ -335,6 +335,125 @@ impl AusterityTest {
     ) -> Decision {
         let log_u = uniform_open(rng).ln();
         self.decide_with_u(ratios, current, proposal, psi, log_u, rng)
+    }
+}
+
+/// The workshop's minibatch test (Seita et al., workshop Algorithm 1; reference §6.6,
+/// compatibility option `mh_workshop`): K independent minibatches of m points give K values of
+/// Δ' = (N/T)·mean(dᵢ) + ψ and their sample standard deviation s; if s ≥ the threshold (1.2)
+/// the iteration is skipped (θ kept, counted), otherwise a fresh minibatch gives Δ'_real and the
+/// test accepts iff Δ'_real + X_c > 0 with X_c drawn from the bank curve whose σ is closest to
+/// s. No X_nc is added: the curve's σ stands in for the measured s. Cost (K + 1)·m ratios per
+/// iteration. Optionally s is smoothed across iterations by an exponential moving average, as
+/// the workshop's mixture experiment did ("to smooth the std(Δ') values, we use moving average
+/// updates"); the skip then depends on the chain's history, not only on (θ, θ').
+#[derive(Debug, Clone)]
+pub struct WorkshopTest {
+    bank: &'static CorrectionBank,
+    batch: usize,
+    minibatches: usize,
+    threshold: f64,
+    temperature: f64,
+    smoothing: f64,
+    smoothed: Option<f64>,
+}
+
+impl WorkshopTest {
+    /// The workshop test with `minibatches` = K ≥ 2 minibatches of `batch` = m ≥ 2 points for
+    /// s, the skip `threshold` on s (the workshop: 1.2, within the bank's σ range) and the
+    /// likelihood temperature T.
+    pub fn new(
+        bank: &'static CorrectionBank,
+        batch: usize,
+        minibatches: usize,
+        threshold: f64,
+        temperature: f64,
+    ) -> Result<Self, SamplerError> {
+        if minibatches < 2 {
+            return Err(SamplerError::Invalid(format!(
+                "[sampler] minibatches (K of the workshop test) must be at least 2 to estimate \
+                 a standard deviation, got {minibatches}"
+            )));
+        }
+        if !(threshold > 0.0 && threshold.is_finite()) {
+            return Err(SamplerError::Invalid(format!(
+                "[sampler] std_threshold must be positive and finite, got {threshold}"
+            )));
+        }
+        Ok(Self {
+            bank,
+            batch: check_batch(batch)?,
+            minibatches,
+            threshold,
+            temperature: check_temperature(temperature)?,
+            smoothing: 0.0,
+            smoothed: None,
+        })
+    }
+
+    /// Smooth s across iterations: s̄ ← (1 − α)·s̄ + α·s with weight α ∈ (0, 1] (α = 1: no
+    /// smoothing, the default).
+    pub fn with_smoothing(mut self, alpha: f64) -> Result<Self, SamplerError> {
+        if !(alpha > 0.0 && alpha <= 1.0) {
+            return Err(SamplerError::Invalid(format!(
+                "[sampler] std_smoothing (the moving-average weight of s) must be in (0, 1], got \
+                 {alpha}"
+            )));
+        }
+        self.smoothing = if alpha == 1.0 { 0.0 } else { alpha };
+        Ok(self)
+    }
+
+    /// The likelihood temperature T.
+    pub fn temperature(&self) -> f64 {
+        self.temperature
+    }
+
+    /// Decide between `current` and `proposal` given ψ.
+    pub fn decide(
+        &mut self,
+        ratios: &mut LikelihoodRatios<'_>,
+        current: &[f64],
+        proposal: &[f64],
+        psi: f64,
+        rng: &mut ChainRng,
+    ) -> Decision {
+        let scale = ratios.num_data() as f64 / self.temperature;
+        let delta_of_fresh_batch = |ratios: &mut LikelihoodRatios<'_>, rng: &mut ChainRng| {
+            ratios.begin();
+            let d = ratios.draw(current, proposal, self.batch, rng);
+            scale * d.iter().sum::<f64>() / d.len() as f64 + psi
+        };
+        let mut spread = RunningMoments::default();
+        for _ in 0..self.minibatches {
+            spread.push(delta_of_fresh_batch(ratios, rng));
+        }
+        let m = self.batch.min(ratios.num_data());
+        let mut s = spread.sample_variance().sqrt();
+        if self.smoothing > 0.0 && s.is_finite() {
+            s = match self.smoothed {
+                Some(previous) => (1.0 - self.smoothing) * previous + self.smoothing * s,
+                None => s,
+            };
+            self.smoothed = Some(s);
+        }
+        if !(s < self.threshold) {
+            // NaN (a non-finite Δ') is skipped too: the test cannot judge it.
+            return Decision {
+                accept: false,
+                points: self.minibatches * m,
+                outcome: Outcome::Skipped,
+                growths: 0,
+            };
+        }
+        let delta = delta_of_fresh_batch(ratios, rng);
+        let x_corr = self.bank.closest(s).sample(rng);
+        Decision {
+            accept: delta + x_corr > 0.0,
+            points: (self.minibatches + 1) * m,
+            outcome: Outcome::Decided,
+            growths: 0,
+        }
     }
 }
 
