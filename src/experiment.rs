@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use sgmcmc::experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc::experiments::mh_mixture::{self, MhMixtureSettings};
+use sgmcmc::experiments::mh_mnist::{self, MhMnistSettings};
 use sgmcmc::experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -98,6 +99,50 @@ pub enum Experiment {
         /// Master seed of the chains.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// Minibatch MH paper §5.2: logistic regression on MNIST 1s vs 7s (flat prior, random walk); the minibatch Barker test, Austerity and the exact test: test accuracy / log-likelihood against data points processed, and the Barker test's sensitivity to the minibatch size.
+    MhMnist {
+        /// Directory with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.
+        data_dir: PathBuf,
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "mh_mnist_out")]
+        out: PathBuf,
+        /// Iterations of each method's chain.
+        #[arg(long, default_value_t = 3000)]
+        iterations: usize,
+        /// Master seed (test subset and every chain).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Random-walk standard deviation per coordinate (the paper's variance 0.01).
+        #[arg(long, default_value_t = 0.1)]
+        proposal_sd: f64,
+        /// Batch increment m of the Barker and Austerity tests.
+        #[arg(long, default_value_t = 50)]
+        batch: usize,
+        /// Likelihood temperature T of the Barker and exact tests.
+        #[arg(long, default_value_t = 3000.0)]
+        temperature: f64,
+        /// Austerity's tolerance epsilon.
+        #[arg(long, default_value_t = 0.02)]
+        austerity_tolerance: f64,
+        /// Austerity's likelihood temperature (default: --temperature; the workshop's "no temperature" is 1).
+        #[arg(long)]
+        austerity_temperature: Option<f64>,
+        /// Record test accuracy and log-likelihood every this many iterations.
+        #[arg(long, default_value_t = 50)]
+        record_every: usize,
+        /// Test images drawn from the test 1s and 7s.
+        #[arg(long, default_value_t = 1000)]
+        test_size: usize,
+        /// Batch increments of the minibatch-size table.
+        #[arg(long, value_delimiter = ',', default_value = "5,10,20,50,100,200")]
+        sensitivity_batches: Vec<usize>,
+        /// Iterations at which the minibatch-size table reads the test accuracy.
+        #[arg(long, value_delimiter = ',', default_value = "700,1000,1500")]
+        sensitivity_checkpoints: Vec<usize>,
+        /// Barker chains per batch increment in the minibatch-size table (0: no table).
+        #[arg(long, default_value_t = 5)]
+        sensitivity_repeats: usize,
     },
 }
 
@@ -263,6 +308,50 @@ pub fn run(which: Experiment) -> Result<()> {
                 out.join("report.json"),
                 serde_json::to_string_pretty(&report)? + "\n",
             )?;
+            println!(
+                "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MhMnist {
+            data_dir,
+            out,
+            iterations,
+            seed,
+            proposal_sd,
+            batch,
+            temperature,
+            austerity_tolerance,
+            austerity_temperature,
+            record_every,
+            test_size,
+            sensitivity_batches,
+            sensitivity_checkpoints,
+            sensitivity_repeats,
+        } => {
+            let settings = MhMnistSettings {
+                iterations,
+                seed,
+                proposal_sd,
+                batch,
+                temperature,
+                austerity_tolerance,
+                austerity_temperature,
+                record_every,
+                test_size,
+                sensitivity_batches,
+                sensitivity_checkpoints,
+                sensitivity_repeats,
+                ..MhMnistSettings::new(data_dir)
+            };
+            let started = Instant::now();
+            let report = mh_mnist::run(&settings, &mut |line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })?;
+            mh_mnist::write_outputs(&report, &out)?;
+            println!("\n{}", mh_mnist::markdown(&report));
             println!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,

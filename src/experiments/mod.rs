@@ -3,4 +3,5 @@
 
 pub mod mamba_logreg;
 pub mod mh_mixture;
+pub mod mh_mnist;
 pub mod normal_gamma;
