@@ -17,6 +17,8 @@
 //!   failed (T = 0 was reported only through Austerity's temperature);
 //! - the test subset drawn from a clock-dependent seed: `same_seed_same_report` failed (test
 //!   accuracy 0.51 against 0.455 at θ₀).
+//! - `--austerity-temperature` dropped in the CLI's match arm (`src/experiment.rs`):
+//!   `cli_writes_report_and_tables` failed (Austerity's temperature 20, want 1).
 
 use std::fs;
 use std::io::Write;
@@ -436,4 +438,64 @@ fn bad_settings_are_errors() {
         let msg = error_text(&s);
         assert!(msg.contains(want), "expected {want:?} in {msg:?}");
     }
+}
+
+/// The CLI: flags reach the settings, the outputs are written, and a bad DATA_DIR exits with
+/// an error naming the missing file.
+#[test]
+fn cli_writes_report_and_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    synthetic_mnist(dir.path());
+    let out = dir.path().join("out");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(["experiment", "mh-mnist"])
+        .arg(dir.path())
+        .arg("--out")
+        .arg(&out)
+        .args([
+            "--iterations",
+            "30",
+            "--record-every",
+            "10",
+            "--test-size",
+            "100",
+        ])
+        .args(["--temperature", "20", "--austerity-temperature", "1"])
+        .args([
+            "--sensitivity-batches",
+            "5,10",
+            "--sensitivity-checkpoints",
+            "10,20",
+        ])
+        .args(["--sensitivity-repeats", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["settings"]["iterations"], 30);
+    assert_eq!(json["data"]["test_size"], 100);
+    assert_eq!(json["methods"][1]["temperature"], 1.0);
+    assert_eq!(json["methods"][0]["curve"].as_array().unwrap().len(), 4);
+    assert_eq!(json["sensitivity"]["rows"].as_array().unwrap().len(), 2);
+    assert!(
+        fs::read_to_string(out.join("tables.md"))
+            .unwrap()
+            .contains("### Methods")
+    );
+
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(["experiment", "mh-mnist"])
+        .arg(dir.path().join("missing"))
+        .arg("--out")
+        .arg(dir.path().join("out2"))
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("train-images-idx3-ubyte.gz"), "{stderr}");
 }
