@@ -186,7 +186,7 @@ fn workshop_test_skips_above_its_threshold_and_checks_its_settings() {
         assert_eq!(d.points, 5 * 200);
     }
     let err = |r: Result<WorkshopTest, sgmcmc::sampler::SamplerError>| {
-        r.err().expect("must be rejected").to_string()
+        r.expect_err("must be rejected").to_string()
     };
     assert!(err(WorkshopTest::new(bank, 200, 1, 1.2, 1.0)).contains("minibatches"));
     assert!(err(WorkshopTest::new(bank, 200, 5, 0.0, 1.0)).contains("std_threshold"));

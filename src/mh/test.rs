@@ -437,7 +437,7 @@ impl WorkshopTest {
             };
             self.smoothed = Some(s);
         }
-        if !(s < self.threshold) {
+        if s.is_nan() || s >= self.threshold {
             // NaN (a non-finite Δ') is skipped too: the test cannot judge it.
             return Decision {
                 accept: false,
