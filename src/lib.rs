@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod coreset;
 pub mod cpu;
 pub mod data;
 pub mod diagnostics;
