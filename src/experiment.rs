@@ -7,7 +7,7 @@ use sgmcmc::experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc::experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc::experiments::mh_mnist::{self, MhMnistSettings};
 use sgmcmc::experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The experiments.
@@ -162,6 +162,20 @@ fn sampler_indices(list: &[String]) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Print an experiment's tables and write them (`tables.md`) and its report (`report.json`)
+/// into `out`.
+fn write_tables_and_report(out: &Path, tables: &str, report: &impl serde::Serialize) -> Result<()> {
+    println!("\n{tables}");
+    std::fs::write(out.join("tables.md"), tables)
+        .with_context(|| format!("cannot write {}/tables.md", out.display()))?;
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(report)? + "\n",
+    )
+    .with_context(|| format!("cannot write {}/report.json", out.display()))?;
+    Ok(())
+}
+
 /// Run one experiment.
 pub fn run(which: Experiment) -> Result<()> {
     match which {
@@ -263,13 +277,7 @@ pub fn run(which: Experiment) -> Result<()> {
             let report = mamba_logreg::run(&settings, &mut |line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
-            let tables = mamba_logreg::markdown(&report);
-            println!("\n{tables}");
-            std::fs::write(out.join("tables.md"), &tables)?;
-            std::fs::write(
-                out.join("report.json"),
-                serde_json::to_string_pretty(&report)? + "\n",
-            )?;
+            write_tables_and_report(&out, &mamba_logreg::markdown(&report), &report)?;
             println!(
                 "{:.1} s; wrote {}/tables.md, report.json and configs/",
                 report.seconds,
@@ -301,13 +309,7 @@ pub fn run(which: Experiment) -> Result<()> {
             let report = mh_mixture::run(&settings, &mut |line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
-            let tables = mh_mixture::markdown(&report);
-            println!("\n{tables}");
-            std::fs::write(out.join("tables.md"), &tables)?;
-            std::fs::write(
-                out.join("report.json"),
-                serde_json::to_string_pretty(&report)? + "\n",
-            )?;
+            write_tables_and_report(&out, &mh_mixture::markdown(&report), &report)?;
             println!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
