@@ -2,6 +2,9 @@
 //! error per malformed input whose message names the file and the problem, and the real MNIST
 //! files at `../shared/data/mnist` (skipped with a note when absent).
 
+mod common;
+
+use common::idx_bytes;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -9,16 +12,6 @@ use std::time::Instant;
 
 use sgmcmc::data::idx::{load_idx_images, load_idx_labels, mnist_pair};
 use sgmcmc::data::{DataError, Matrix};
-
-/// An IDX file: magic (type code 0x08 and `dims.len()` dimensions), sizes, then `data`.
-fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0, 0, 0x08, dims.len() as u8];
-    for d in dims {
-        out.extend_from_slice(&d.to_be_bytes());
-    }
-    out.extend_from_slice(data);
-    out
-}
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());

@@ -20,6 +20,9 @@
 //! - `--austerity-temperature` dropped in the CLI's match arm (`src/experiment.rs`):
 //!   `cli_writes_report_and_tables` failed (Austerity's temperature 20, want 1).
 
+mod common;
+
+use common::idx_bytes;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -31,15 +34,6 @@ use sgmcmc::experiments::mh_mnist::{
 use sgmcmc::rng::stream;
 
 const SIDE: usize = 28;
-
-fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
-    let mut out = vec![0, 0, 0x08, dims.len() as u8];
-    for d in dims {
-        out.extend_from_slice(&d.to_be_bytes());
-    }
-    out.extend_from_slice(data);
-    out
-}
 
 fn write_gz(path: &Path, bytes: &[u8]) {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());

@@ -490,3 +490,14 @@ pub fn central_diff_with(
         })
         .collect()
 }
+
+/// An IDX file (MNIST's format): magic (type code 0x08 and `dims.len()` dimensions), the sizes
+/// big-endian, then `data`.
+pub fn idx_bytes(dims: &[u32], data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0, 0, 0x08, dims.len() as u8];
+    for d in dims {
+        out.extend_from_slice(&d.to_be_bytes());
+    }
+    out.extend_from_slice(data);
+    out
+}
