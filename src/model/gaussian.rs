@@ -107,6 +107,37 @@ impl GaussianModel {
         matvec(&self.posterior_covariance(), &lam_sum, d)
     }
 
+    /// For the identity likelihood covariance (Σ = I): the rows `points` (row-major,
+    /// `points.len() × D`) and the prior variance τ₀², from which the weighted posterior
+    /// N(s²·Σₘwₘxₘ, s²I), s² = 1/(1/τ₀² + Σₘwₘ), follows in closed form (coreset MCMC's exact
+    /// kernel, reference §7.7b). An error when Σ ≠ I or a point is out of range.
+    pub fn identity_location_rows(
+        &self,
+        points: &[DataIndex],
+    ) -> Result<(Vec<f64>, f64), ModelError> {
+        let d = self.dim();
+        let identity = (0..d * d).all(|k| {
+            let want = if k / d == k % d { 1.0 } else { 0.0 };
+            (self.precision[k] - want).abs() <= 1e-12
+        });
+        if !identity {
+            return Err(ModelError::Setting(
+                "the exact Gaussian kernel needs the identity likelihood covariance".into(),
+            ));
+        }
+        let mut rows = vec![0.0; points.len() * d];
+        for (row, &i) in rows.chunks_exact_mut(d).zip(points) {
+            if i as usize >= self.num_data() {
+                return Err(ModelError::Setting(format!(
+                    "data point {i} is out of range (N = {})",
+                    self.num_data()
+                )));
+            }
+            self.row_f64(i as usize, row);
+        }
+        Ok((rows, self.prior.variance))
+    }
+
     fn row_sum(&self, batch: &[DataIndex]) -> Vec<f64> {
         let mut s = vec![0.0; self.dim()];
         self.add_row_sum(batch, &mut s);

@@ -1,0 +1,247 @@
+//! Markov kernels κ_w that leave the coreset posterior π_w invariant (reference §7.7): one
+//! object per chain, holding the chain's state, stepped with the current weights.
+//!
+//! - [`ExactGaussianKernel`]: the exact AR(1) kernel of the Gaussian location model (§7.7b);
+//! - [`SliceKernel`]: hit-and-run slice sampling with doubling (§7.7a), any model;
+//! - [`SamplerKernel`]: any of the crate's [`Sampler`]s driven by full coreset gradients.
+//!
+//! The sparse-regression Gibbs kernel (§7.7c) lives beside its model in `gibbs.rs`.
+
+use super::posterior::{CoresetPosterior, PosteriorWorkspace};
+use crate::estimator::{BatchTerms, GradientEstimator};
+use crate::model::TermMoments;
+use crate::rng::{ChainRng, fill_standard_normal};
+use crate::sampler::Sampler;
+
+/// Errors a kernel step reports; the coreset run stops there and keeps what it has.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// The chain left the finite reals.
+    #[error("the chain diverged: {0}")]
+    Diverged(String),
+    /// The kernel could not complete its step (e.g. slice shrinkage exhausted).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A π_w-invariant Markov kernel with its chain's state.
+pub trait CoresetKernel: Send {
+    /// Short name for tables.
+    fn name(&self) -> &'static str;
+
+    /// The chain's current θ (the model's parameters).
+    fn position(&self) -> &[f64];
+
+    /// Number of state components, auxiliary ones included (the hot-start test starts at
+    /// 3× this, reference §7.5). Default: the dimension of θ.
+    fn state_dim(&self) -> usize {
+        self.position().len()
+    }
+
+    /// One step of κ_w from the current state; returns log π_w at the new state.
+    fn step(
+        &mut self,
+        target: &CoresetPosterior<'_>,
+        rng: &mut ChainRng,
+    ) -> Result<f64, KernelError>;
+}
+
+fn check_finite(theta: &[f64]) -> Result<(), KernelError> {
+    match theta.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(j) => Err(KernelError::Diverged(format!(
+            "θ[{j}] = {} is not finite",
+            theta[j]
+        ))),
+    }
+}
+
+/// The exact kernel of the Gaussian location model with Σ = I and prior N(0, τ₀²I) (reference
+/// §7.7b): π_w = N(μ_w, s_w²I) with s_w² = 1/(1/τ₀² + W), μ_w = s_w²·Σₘwₘx_{cₘ}, W = Σₘwₘ, and
+///
+/// ```text
+/// θ' = μ_w + √β·(θ − μ_w) + √(1 − β)·s_w·ξ,   ξ ~ N(0, I)
+/// ```
+///
+/// which leaves π_w invariant for every β ∈ [0, 1) (β = 0: independent draws; the reference uses
+/// β = 0.8).
+#[derive(Debug, Clone)]
+pub struct ExactGaussianKernel {
+    /// The coreset rows x_{c₁}..x_{c_M}, row-major M × D.
+    rows: Vec<f64>,
+    prior_precision: f64,
+    beta: f64,
+    theta: Vec<f64>,
+    mean: Vec<f64>,
+    noise: Vec<f64>,
+}
+
+impl ExactGaussianKernel {
+    /// The reference's autocorrelation β.
+    pub const DEFAULT_BETA: f64 = 0.8;
+
+    /// A kernel over the coreset `rows` (M × D, row-major), prior variance τ₀² (∞: flat),
+    /// autocorrelation `beta` ∈ [0, 1), starting at `theta0`.
+    pub fn new(
+        rows: Vec<f64>,
+        prior_variance: f64,
+        beta: f64,
+        theta0: Vec<f64>,
+    ) -> Result<Self, KernelError> {
+        let d = theta0.len();
+        if d == 0 || !rows.len().is_multiple_of(d) {
+            return Err(KernelError::Failed(format!(
+                "{} coreset values do not form rows of the dimension {d}",
+                rows.len()
+            )));
+        }
+        if !(0.0..1.0).contains(&beta) {
+            return Err(KernelError::Failed(format!(
+                "beta must lie in [0, 1), got {beta}"
+            )));
+        }
+        if prior_variance.is_nan() || prior_variance <= 0.0 {
+            return Err(KernelError::Failed(format!(
+                "prior variance must be > 0, got {prior_variance}"
+            )));
+        }
+        check_finite(&theta0)?;
+        Ok(Self {
+            rows,
+            prior_precision: 1.0 / prior_variance,
+            beta,
+            mean: vec![0.0; d],
+            noise: vec![0.0; d],
+            theta: theta0,
+        })
+    }
+
+    /// Mean μ_w and variance s_w² of π_w for `weights`.
+    pub fn moments(&mut self, weights: &[f64]) -> (&[f64], f64) {
+        let d = self.theta.len();
+        self.mean.fill(0.0);
+        let mut total = 0.0;
+        for (row, &w) in self.rows.chunks_exact(d).zip(weights) {
+            total += w;
+            for (m, x) in self.mean.iter_mut().zip(row) {
+                *m += w * x;
+            }
+        }
+        let var = 1.0 / (self.prior_precision + total);
+        self.mean.iter_mut().for_each(|m| *m *= var);
+        (&self.mean, var)
+    }
+}
+
+impl CoresetKernel for ExactGaussianKernel {
+    fn name(&self) -> &'static str {
+        "exact_gaussian"
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.theta
+    }
+
+    fn step(
+        &mut self,
+        target: &CoresetPosterior<'_>,
+        rng: &mut ChainRng,
+    ) -> Result<f64, KernelError> {
+        let (_, var) = self.moments(target.weights);
+        fill_standard_normal(rng, &mut self.noise);
+        let keep = self.beta.sqrt();
+        let sd = ((1.0 - self.beta) * var).sqrt();
+        let mut log_density = 0.0;
+        for ((t, &m), &z) in self.theta.iter_mut().zip(&self.mean).zip(&self.noise) {
+            *t = m + keep * (*t - m) + sd * z;
+            log_density -= 0.5 * (*t - m) * (*t - m) / var;
+        }
+        check_finite(&self.theta)?;
+        // log π_w up to the constant that does not depend on θ.
+        Ok(log_density)
+    }
+}
+
+/// Full coreset gradients ∇log π_w as a [`GradientEstimator`] (exact: no minibatch noise).
+struct CoresetGradient<'a, 'b> {
+    target: &'a CoresetPosterior<'b>,
+    ws: &'a mut PosteriorWorkspace,
+}
+
+impl GradientEstimator for CoresetGradient<'_, '_> {
+    fn estimate(&mut self, theta: &[f64], out: &mut [f64], _rng: &mut ChainRng) {
+        self.target.grad_log_density(theta, out, self.ws);
+    }
+
+    fn cost_per_estimate(&self) -> usize {
+        self.target.points.len()
+    }
+
+    fn estimate_with_terms(
+        &mut self,
+        theta: &[f64],
+        out: &mut [f64],
+        _moments: &mut TermMoments,
+        _rng: &mut ChainRng,
+    ) -> BatchTerms {
+        self.target.grad_log_density(theta, out, self.ws);
+        BatchTerms::EXACT
+    }
+}
+
+/// Any [`Sampler`] of the crate, driven by the full coreset gradient ∇log π_w (M per-datum
+/// gradients per estimate). The score a sampler caches at its position was computed with the
+/// weights of the previous step; with weights that move slowly this lag is one optimiser step.
+pub struct SamplerKernel {
+    sampler: Box<dyn Sampler>,
+    theta0: Vec<f64>,
+    started: bool,
+    ws: PosteriorWorkspace,
+}
+
+impl SamplerKernel {
+    /// Wrap `sampler`, starting at `theta0` at the first step.
+    pub fn new(sampler: Box<dyn Sampler>, theta0: Vec<f64>) -> Result<Self, KernelError> {
+        check_finite(&theta0)?;
+        Ok(Self {
+            sampler,
+            theta0,
+            started: false,
+            ws: PosteriorWorkspace::default(),
+        })
+    }
+}
+
+impl CoresetKernel for SamplerKernel {
+    fn name(&self) -> &'static str {
+        self.sampler.name()
+    }
+
+    fn position(&self) -> &[f64] {
+        if self.started {
+            self.sampler.position()
+        } else {
+            &self.theta0
+        }
+    }
+
+    fn step(
+        &mut self,
+        target: &CoresetPosterior<'_>,
+        rng: &mut ChainRng,
+    ) -> Result<f64, KernelError> {
+        let mut estimator = CoresetGradient {
+            target,
+            ws: &mut self.ws,
+        };
+        if !self.started {
+            self.sampler.start(&self.theta0, &mut estimator, rng);
+            self.started = true;
+        }
+        self.sampler.step(&mut estimator, rng);
+        let theta = self.sampler.position();
+        check_finite(theta)?;
+        Ok(target.log_density(theta, &mut self.ws))
+    }
+}
