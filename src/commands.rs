@@ -2,8 +2,10 @@
 
 use anyhow::{Context, Result};
 use sgmcmc::config::Config;
+use sgmcmc::config::coreset::CoresetFile;
 use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
+use sgmcmc::io::{DrawSink, ZarrSink, summarize_parameters};
 use sgmcmc::model::Model;
 use sgmcmc::optim::laplace_covariance;
 use sgmcmc::pipeline::{self, Outcome};
@@ -216,6 +218,109 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     print_outcome(&outcome, &[]);
     write_outputs(out, &outcome, &cfg, model)?;
     finish(&outcome)
+}
+
+/// `sgmcmc coreset CONFIG --out DIR`: Coreset MCMC on a coreset run file; writes coreset.json
+/// (points, weights, hot start, metric along the run), draws.zarr (the draws after training) and
+/// summary.json (their per-parameter summary).
+pub fn coreset(config: &Path, out: &Path) -> Result<()> {
+    let cfg = CoresetFile::from_file(config)?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    install_interrupt_handler();
+    let outcome = pipeline::run_coreset_file(&cfg, &STOP)?;
+    let run = &outcome.run;
+    let names = &outcome.parameter_names;
+    let chains: Vec<&[f64]> = run.draws.iter().map(Vec::as_slice).collect();
+    let per_chain = chains.first().map_or(0, |c| c.len() / names.len().max(1));
+    let weights = &run.coreset.weights;
+    let total: f64 = weights.iter().sum();
+    let nonzero = weights.iter().filter(|w| **w > 0.0).count();
+    println!(
+        "coreset of M = {} from N = {}: {} with the {} kernel, {} iterations in {:.2} s",
+        run.coreset.len(),
+        outcome.num_data,
+        outcome.optimiser,
+        outcome.kernel,
+        run.iterations,
+        outcome.seconds
+    );
+    match run.hot_start_iteration {
+        Some(i) if run.hot_start_passed => println!("hot-start test passed at iteration {i}"),
+        Some(0) if !run.hot_start_passed => println!("hot start off: training from iteration 1"),
+        Some(i) => {
+            println!("hot-start test did not pass; warm-up ended at the cap (iteration {i})")
+        }
+        None => println!("warm-up never ended: the weights were not trained"),
+    }
+    println!(
+        "{} optimiser steps; weights sum to {total:.1} (N = {}), {nonzero} of {} positive",
+        run.optimiser_steps,
+        outcome.num_data,
+        run.coreset.len()
+    );
+    if let Some(&(i, m)) = run.metric.last() {
+        println!("average squared z-score against the reference at iteration {i}: {m:.4e}");
+    }
+    if let Some(why) = &run.stopped {
+        println!("WARNING: the run stopped early: {why}; everything up to there is saved");
+    }
+    let zarr = out.join("draws.zarr");
+    let sink = ZarrSink::create(
+        &zarr,
+        chains.len(),
+        names.len(),
+        "theta",
+        names,
+        Some(per_chain),
+    )?;
+    for (c, draws) in chains.iter().enumerate() {
+        let mut writer = sink.chain_writer(c)?;
+        for draw in draws.chunks_exact(names.len()) {
+            writer.push(draw)?;
+        }
+        writer.finish()?;
+    }
+    sink.finalize()?;
+    let parameters = if per_chain >= 4 {
+        let rows = summarize_parameters(names, &chains);
+        println!();
+        print!("{}", format_table(&rows, &[]));
+        println!("{}", verdict(&rows));
+        rows
+    } else {
+        Vec::new()
+    };
+    let report = serde_json::json!({
+        "points": run.coreset.points,
+        "weights": weights,
+        "num_data": outcome.num_data,
+        "optimiser": outcome.optimiser,
+        "kernel": outcome.kernel,
+        "hot_start_iteration": run.hot_start_iteration,
+        "hot_start_passed": run.hot_start_passed,
+        "optimiser_steps": run.optimiser_steps,
+        "iterations": run.iterations,
+        "seconds": outcome.seconds,
+        "stopped": run.stopped,
+        "metric": run.metric,
+        "config": cfg,
+    });
+    let path = out.join("coreset.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let summary = serde_json::json!({ "parameters": parameters, "draws_per_chain": per_chain });
+    let summary_path = pipeline::write_summary(out, &summary)?;
+    println!(
+        "coreset: {}   draws: {}   summary: {}",
+        path.display(),
+        zarr.display(),
+        summary_path.display()
+    );
+    if run.stopped.is_some() {
+        anyhow::bail!("the coreset run stopped early; what it had is saved");
+    }
+    Ok(())
 }
 
 /// `sgmcmc reference CONFIG --out FILE`: NUTS on the full-data posterior of the run file's model

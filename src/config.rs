@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+pub mod coreset;
+
 /// A whole run file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,7 +81,7 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
-/// Which synthetic logistic-regression generator.
+/// Which synthetic generator.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SyntheticGenerator {
@@ -88,6 +90,8 @@ pub enum SyntheticGenerator {
     Standard,
     /// The MAMBA paper's correlated features and N(0, 10·I) coefficients.
     Mamba,
+    /// No labels: xᵢ ~ N(0, I_d), for the Gaussian location model (coreset papers).
+    GaussianLocation,
 }
 
 fn default_data_seed() -> u64 {
@@ -1005,34 +1009,61 @@ pub struct ConfigError {
     pub message: String,
 }
 
+/// Parse a TOML document into `T`; errors carry `path:line:col`.
+fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, path: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let location = e
+            .span()
+            .map(|s| {
+                let before = &text[..s.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
+                format!(":{line}:{col}")
+            })
+            .unwrap_or_default();
+        ConfigError {
+            path: path.into(),
+            location,
+            message: e.message().replace('\n', " "),
+        }
+    })
+}
+
+/// The text of a run file, or an error naming it.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        path: path.display().to_string(),
+        location: String::new(),
+        message: format!("cannot read: {e}"),
+    })
+}
+
+/// Resolve the `[data]` table's relative paths against `base`.
+fn resolve_data_paths(data: &mut DataConfig, base: &Path) {
+    for p in [
+        &mut data.features,
+        &mut data.targets,
+        &mut data.table,
+        &mut data.libsvm,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    }
+}
+
 impl Config {
     /// Parse a run file from text; `path` names it in errors.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| {
-            let location = e
-                .span()
-                .map(|s| {
-                    let before = &text[..s.start.min(text.len())];
-                    let line = before.matches('\n').count() + 1;
-                    let col = before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1;
-                    format!(":{line}:{col}")
-                })
-                .unwrap_or_default();
-            ConfigError {
-                path: path.into(),
-                location,
-                message: e.message().replace('\n', " "),
-            }
-        })
+        parse_toml(text, path)
     }
 
     /// Read and parse a run file; relative data paths are resolved against its directory.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            path: path.display().to_string(),
-            location: String::new(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = read_text(path)?;
         let mut cfg = Self::from_toml(&text, &path.display().to_string())?;
         let base = path.parent().unwrap_or(Path::new("."));
         cfg.resolve_paths(base);
@@ -1040,29 +1071,20 @@ impl Config {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
-        let fix = |p: &mut Option<PathBuf>| {
-            if let Some(p) = p
-                && p.is_relative()
-            {
-                *p = base.join(&*p);
-            }
-        };
-        fix(&mut self.data.features);
-        fix(&mut self.data.targets);
-        fix(&mut self.data.table);
-        fix(&mut self.data.libsvm);
+        resolve_data_paths(&mut self.data, base);
         if let InitConfig::File { file } = &mut self.run.init
             && file.is_relative()
         {
             *file = base.join(&*file);
         }
         if let Some(ev) = &mut self.evaluation {
-            fix(&mut ev.reference);
+            if let Some(p) = &mut ev.reference
+                && p.is_relative()
+            {
+                *p = base.join(&*p);
+            }
             if let Some(test) = &mut ev.test {
-                fix(&mut test.features);
-                fix(&mut test.targets);
-                fix(&mut test.table);
-                fix(&mut test.libsvm);
+                resolve_data_paths(test, base);
             }
         }
     }

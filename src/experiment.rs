@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use sgmcmc::experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc::experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc::experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc::experiments::mh_mnist::{self, MhMnistSettings};
@@ -30,6 +31,33 @@ pub enum Experiment {
         /// Write the full result (every statistic of every run) as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000); final average squared z-score, median over trials, beside the untrained coreset.
+    CoresetFig1 {
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "coreset_fig1_out")]
+        out: PathBuf,
+        /// Optimisation iterations per run (the paper: 200,000).
+        #[arg(long, default_value_t = 200_000)]
+        iterations: usize,
+        /// Trials per cell (the paper: 10); tables give medians.
+        #[arg(long, default_value_t = 3)]
+        trials: usize,
+        /// Coreset sizes M.
+        #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
+        sizes: Vec<usize>,
+        /// ADAM's learning rates alpha_0.
+        #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,1,10")]
+        learning_rates: Vec<f64>,
+        /// Hot DoG's initial step r.
+        #[arg(long, default_value_t = 1e-3)]
+        hot_dog_r: f64,
+        /// Master seed of the runs (trial t uses seed + t).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Seed of the synthetic Gaussian data.
+        #[arg(long, default_value_t = 2024)]
+        data_seed: u64,
     },
     /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
     MambaLogreg {
@@ -280,6 +308,42 @@ pub fn run(which: Experiment) -> Result<()> {
             write_tables_and_report(&out, &mamba_logreg::markdown(&report), &report)?;
             println!(
                 "{:.1} s; wrote {}/tables.md, report.json and configs/",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::CoresetFig1 {
+            out,
+            iterations,
+            trials,
+            sizes,
+            learning_rates,
+            hot_dog_r,
+            seed,
+            data_seed,
+        } => {
+            let settings = CoresetFig1Settings {
+                sizes,
+                learning_rates,
+                hot_dog_r,
+                iterations,
+                trials,
+                seed,
+            };
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let problems = vec![
+                Problem::gaussian_location(10_000, 20, data_seed).map_err(anyhow::Error::msg)?,
+            ];
+            let started = Instant::now();
+            let report = coreset_fig1::run(&problems, &settings, &|line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })
+            .map_err(anyhow::Error::msg)?;
+            write_tables_and_report(&out, &coreset_fig1::markdown(&report), &report)?;
+            println!(
+                "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
                 out.display()
             );

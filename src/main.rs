@@ -40,6 +40,14 @@ enum Command {
         #[arg(long, default_value = "out")]
         out: PathBuf,
     },
+    /// Coreset MCMC (Hot DoG by default) on a coreset run file ([data], [model], [coreset]; see examples/coreset_gaussian.toml): trains the weights, then keeps draws from the coreset posterior.
+    Coreset {
+        /// The coreset run file.
+        config: PathBuf,
+        /// Output directory for coreset.json, draws.zarr and summary.json.
+        #[arg(long, default_value = "coreset_out")]
+        out: PathBuf,
+    },
     /// Full-data reference posterior of a run file's model by NUTS (nuts-rs): prints mean, sd, ESS and
     /// R-hat per parameter and writes the reference moments (JSON).
     Reference {
@@ -111,6 +119,7 @@ fn main() -> ExitCode {
             print_config,
         } => commands::demo(out, iterations, print_config),
         Command::Run { config, out } => commands::run(&config, &out),
+        Command::Coreset { config, out } => commands::coreset(&config, &out),
         Command::Reference {
             config,
             out,

@@ -30,9 +30,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+mod coreset;
 mod evaluation;
 mod tune;
 
+pub use coreset::{CoresetOutcome, run_coreset_file};
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
     RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
@@ -98,6 +100,9 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
             }
             SyntheticGenerator::Mamba => {
                 data::synthetic::correlated_logistic_regression(s.rows, s.dim, s.seed).0
+            }
+            SyntheticGenerator::GaussianLocation => {
+                data::synthetic::gaussian_location(s.rows, s.dim, s.seed)
             }
         }
     } else if let Some(path) = &cfg.libsvm {
@@ -173,19 +178,32 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
 /// Build the model of the `[model]` table over `data`.
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
-        ModelConfig::Gaussian {
-            covariance,
-            prior_variance,
-        } => {
-            let d = data.features.cols();
-            let identity: Vec<f64> = (0..d * d)
-                .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
-                .collect();
-            let cov = covariance.as_deref().unwrap_or(&identity);
-            Box::new(GaussianModel::new(data.features, cov, *prior_variance)?)
-        }
+        ModelConfig::Gaussian { .. } => Box::new(build_gaussian_model(cfg, data)?),
         _ => build_predictive_model(cfg, data)?,
     })
+}
+
+/// The Gaussian location model of a `kind = "gaussian"` table (Σ = I unless given); an error
+/// for other kinds.
+pub fn build_gaussian_model(
+    cfg: &ModelConfig,
+    data: Dataset,
+) -> Result<GaussianModel, PipelineError> {
+    let ModelConfig::Gaussian {
+        covariance,
+        prior_variance,
+    } = cfg
+    else {
+        return Err(PipelineError::Other(
+            "this needs the Gaussian location model ([model] kind = \"gaussian\")".into(),
+        ));
+    };
+    let d = data.features.cols();
+    let identity: Vec<f64> = (0..d * d)
+        .map(|k| if k / d == k % d { 1.0 } else { 0.0 })
+        .collect();
+    let cov = covariance.as_deref().unwrap_or(&identity);
+    Ok(GaussianModel::new(data.features, cov, *prior_variance)?)
 }
 
 /// Build the model of the `[model]` table over `data` as a [`Predictive`] model (the GLMs);

@@ -132,6 +132,17 @@ impl ExactGaussianKernel {
         self.mean.iter_mut().for_each(|m| *m *= var);
         (&self.mean, var)
     }
+
+    /// Move the state to an exact draw from π_w (the reference's chain start, at w = N/M).
+    pub fn draw_exact(&mut self, weights: &[f64], rng: &mut ChainRng) -> Result<(), KernelError> {
+        let (_, var) = self.moments(weights);
+        fill_standard_normal(rng, &mut self.noise);
+        let sd = var.sqrt();
+        for ((t, &m), &z) in self.theta.iter_mut().zip(&self.mean).zip(&self.noise) {
+            *t = m + sd * z;
+        }
+        check_finite(&self.theta)
+    }
 }
 
 impl CoresetKernel for ExactGaussianKernel {

@@ -18,6 +18,21 @@ pub fn logistic_regression(rows: usize, dim: usize, seed: u64) -> (Dataset, Vec<
     (data, theta_star)
 }
 
+/// The coreset papers' Gaussian location data (reference §7.9): xᵢ ~ N(0, I_d), no targets,
+/// from one stream of `seed`.
+pub fn gaussian_location(rows: usize, dim: usize, seed: u64) -> Dataset {
+    let mut rng = ChainRng::seed_from_u64(seed);
+    let mut x = vec![0.0; rows * dim];
+    fill_standard_normal(&mut rng, &mut x);
+    Dataset {
+        features: Features::F64(Matrix::from_vec(x, rows, dim).expect("rows × dim values")),
+        targets: None,
+        feature_names: Vec::new(),
+        features_source: format!("synthetic Gaussian location data ({rows} x {dim}, seed {seed})"),
+        targets_source: None,
+    }
+}
+
 /// The MAMBA paper's logistic-regression data (App. C.1; its reference generator): one
 /// b ~ U(−0.4, 0.4), θ* ~ N(0, 10·I_d), xᵢ ~ N(0, Σ_X) with Σ_X[j, k] = b^|j−k|, and
 /// yᵢ ~ Bernoulli(σ(xᵢᵀθ*)), all from one stream of `seed`. Σ_X is the AR(1) covariance, so a

@@ -1,6 +1,7 @@
 //! Reproductions of the papers' experiments, as library functions that the CLI's
 //! `sgmcmc experiment` runs and the tests check (results in `docs/experiments/`).
 
+pub mod coreset_fig1;
 pub mod mamba_logreg;
 pub mod mh_mixture;
 pub mod mh_mnist;

@@ -15,6 +15,8 @@ pub struct GaussianModel {
     data: Features,
     /// Λ = Σ⁻¹, row-major D×D.
     precision: Vec<f64>,
+    /// Λ = I exactly: per-datum log-likelihoods skip the D×D product (O(D), not O(D²)).
+    identity: bool,
     /// ½ log|Λ| − (D/2) log 2π.
     log_norm: f64,
     prior: NormalPrior,
@@ -58,8 +60,10 @@ impl GaussianModel {
         }
         let (precision, log_det_cov) = invert_spd(covariance, d, "the likelihood covariance")?;
         let log_norm = -0.5 * log_det_cov - 0.5 * d as f64 * (2.0 * std::f64::consts::PI).ln();
+        let identity = (0..d * d).all(|k| precision[k] == if k / d == k % d { 1.0 } else { 0.0 });
         Ok(Self {
             data,
+            identity,
             precision,
             log_norm,
             prior: NormalPrior::new(prior_variance)?,
@@ -116,11 +120,7 @@ impl GaussianModel {
         points: &[DataIndex],
     ) -> Result<(Vec<f64>, f64), ModelError> {
         let d = self.dim();
-        let identity = (0..d * d).all(|k| {
-            let want = if k / d == k % d { 1.0 } else { 0.0 };
-            (self.precision[k] - want).abs() <= 1e-12
-        });
-        if !identity {
+        if !self.identity {
             return Err(ModelError::Setting(
                 "the exact Gaussian kernel needs the identity likelihood covariance".into(),
             ));
@@ -215,6 +215,10 @@ impl Model for GaussianModel {
         for (k, &i) in batch.iter().enumerate() {
             self.row_f64(i as usize, r);
             r.iter_mut().zip(theta).for_each(|(a, t)| *a -= t);
+            if self.identity {
+                out[k] = self.log_norm - 0.5 * r.iter().map(|a| a * a).sum::<f64>();
+                continue;
+            }
             for (row, o) in lr.iter_mut().enumerate() {
                 *o = self.precision[row * d..(row + 1) * d]
                     .iter()
@@ -239,6 +243,10 @@ impl Model for GaussianModel {
             self.row_f64(i as usize, r);
             r.iter_mut().zip(theta).for_each(|(a, t)| *a -= t);
             let g = &mut out[k * d..(k + 1) * d];
+            if self.identity {
+                g.copy_from_slice(r);
+                continue;
+            }
             for (row, o) in g.iter_mut().enumerate() {
                 *o = self.precision[row * d..(row + 1) * d]
                     .iter()

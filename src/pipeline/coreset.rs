@@ -1,0 +1,188 @@
+//! `sgmcmc coreset CONFIG`: coreset run file → data → model → coreset, optimiser, kernels →
+//! the Coreset MCMC loop (reference §7.3) → weights, metric and draws.
+
+use super::{PipelineError, build_gaussian_model, build_method, build_model, load_data};
+use crate::config::coreset::{
+    Construction, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig, SchemeConfig,
+};
+use crate::coreset::{
+    Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, ExactGaussianKernel, HotDog,
+    HotStartSettings, SamplerKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
+    run_coreset_mcmc,
+};
+use crate::model::{GaussianModel, Model};
+use crate::reference::ReferenceMoments;
+use crate::rng::{self, ChainRng, fill_standard_normal};
+use std::sync::atomic::AtomicBool;
+
+/// What a coreset run produced, with the model's parameter names.
+pub struct CoresetOutcome {
+    /// The run (weights, metric, draws, hot start).
+    pub run: CoresetRun,
+    /// Parameter names of the model.
+    pub parameter_names: Vec<String>,
+    /// The optimiser's and the kernel's names.
+    pub optimiser: &'static str,
+    /// The kernel's name.
+    pub kernel: &'static str,
+    /// N.
+    pub num_data: usize,
+    /// Wall-clock seconds of the loop.
+    pub seconds: f64,
+}
+
+fn other(msg: String) -> PipelineError {
+    PipelineError::Other(msg)
+}
+
+fn build_optimiser(
+    cfg: &OptimiserConfig,
+    coreset: &Coreset,
+) -> Result<Box<dyn WeightOptimiser>, PipelineError> {
+    let err = |e: crate::coreset::OptimiserError| other(format!("[coreset.optimiser] {e}"));
+    Ok(match cfg {
+        OptimiserConfig::HotDog {
+            r,
+            reference_d_correction,
+        } => {
+            let h = HotDog::new(&coreset.weights, *r).map_err(err)?;
+            Box::new(if *reference_d_correction {
+                h.with_reference_d_correction()
+            } else {
+                h
+            })
+        }
+        OptimiserConfig::Adam { learning_rate } => {
+            Box::new(Adam::new(coreset.len(), *learning_rate).map_err(err)?)
+        }
+    })
+}
+
+fn initial_state(
+    init: CoresetInit,
+    model: &dyn Model,
+    rng: &mut ChainRng,
+) -> Result<Vec<f64>, PipelineError> {
+    let mut theta = vec![0.0; model.dim()];
+    match init {
+        CoresetInit::Zeros => {}
+        CoresetInit::StandardNormal => fill_standard_normal(rng, &mut theta),
+        CoresetInit::Prior => model.sample_prior(rng, &mut theta)?,
+    }
+    Ok(theta)
+}
+
+/// Build everything the file describes and run it; `stop` ends the loop at the next iteration.
+pub fn run_coreset_file(
+    cfg: &CoresetFile,
+    stop: &AtomicBool,
+) -> Result<CoresetOutcome, PipelineError> {
+    let c = &cfg.coreset;
+    let data = load_data(&cfg.data)?;
+    let labels = data.targets.clone();
+    // The exact kernel needs the Gaussian model itself; every other kernel any model.
+    let (gaussian, boxed): (Option<GaussianModel>, Option<Box<dyn Model>>) =
+        if matches!(c.kernel, KernelConfig::ExactGaussian { .. }) {
+            (Some(build_gaussian_model(&cfg.model, data)?), None)
+        } else {
+            (None, Some(build_model(&cfg.model, data)?))
+        };
+    let model: &dyn Model = match (&gaussian, &boxed) {
+        (Some(g), _) => g,
+        (None, Some(b)) => b.as_ref(),
+        (None, None) => unreachable!("one of the two is built above"),
+    };
+    let n = model.num_data();
+    let mut init_rng = rng::stream(c.seed, c.chains as u64 + 1);
+    let coreset = match c.construction {
+        Construction::Uniform => Coreset::uniform(n, c.size, &mut init_rng),
+        Construction::Stratified => {
+            let labels = labels.as_deref().ok_or_else(|| {
+                other("[coreset] construction = \"stratified\" needs labels (targets)".into())
+            })?;
+            Coreset::stratified(labels, c.size, &mut init_rng)
+        }
+    }
+    .map_err(|e| other(format!("[coreset] {e}")))?;
+    let mut optimiser = build_optimiser(&c.optimiser, &coreset)?;
+    let kernel_err = |e: crate::coreset::KernelError| other(format!("[coreset.kernel] {e}"));
+    let mut kernels: Vec<Box<dyn CoresetKernel>> = Vec::with_capacity(c.chains);
+    for _ in 0..c.chains {
+        let kernel: Box<dyn CoresetKernel> = match &c.kernel {
+            KernelConfig::ExactGaussian { beta } => {
+                let g = gaussian.as_ref().expect("built above");
+                let (rows, prior_variance) = g.identity_location_rows(&coreset.points)?;
+                let mut k =
+                    ExactGaussianKernel::new(rows, prior_variance, *beta, vec![0.0; g.dim()])
+                        .map_err(kernel_err)?;
+                k.draw_exact(&coreset.weights, &mut init_rng)
+                    .map_err(kernel_err)?;
+                Box::new(k)
+            }
+            KernelConfig::Sampler => {
+                let table = cfg.sampler.as_ref().ok_or_else(|| {
+                    other(
+                        "[coreset] kernel = { kind = \"sampler\" } needs a [sampler] table".into(),
+                    )
+                })?;
+                let sampler = build_method(&table.method)?;
+                let theta0 = initial_state(c.init, model, &mut init_rng)?;
+                Box::new(SamplerKernel::new(sampler, theta0).map_err(kernel_err)?)
+            }
+        };
+        kernels.push(kernel);
+    }
+    let mut tracker = match cfg.evaluation.as_ref().and_then(|e| e.reference.as_ref()) {
+        Some(path) => {
+            let moments =
+                ReferenceMoments::load(path).map_err(|e| other(format!("[evaluation] {e}")))?;
+            Some(
+                ZScoreTracker::new(moments.mean, &moments.sd)
+                    .map_err(|e| other(format!("[evaluation] {e}")))?,
+            )
+        }
+        None => None,
+    };
+    let h = &c.hot_start;
+    let settings = CoresetSettings {
+        train_iterations: c.iterations,
+        draws: c.draws,
+        subsample: c.subsample.unwrap_or(c.size),
+        scheme: match c.subsample_scheme {
+            SchemeConfig::Uniform => SubsampleScheme::Uniform,
+            SchemeConfig::CyclicScan => SubsampleScheme::CyclicScan,
+        },
+        newton_correction: c.newton_correction,
+        hot_start: HotStartSettings {
+            enabled: h.enabled,
+            threshold: h.threshold,
+            check_every: h.check_every,
+            max_warmup: h.max_warmup,
+            trace_includes_prior: h.trace_includes_prior,
+            never_train_without_hot_start: h.never_train_without_hot_start,
+        },
+        record_every: c.record_every,
+    };
+    let optimiser_name = optimiser.name();
+    let kernel_name = kernels[0].name();
+    let started = std::time::Instant::now();
+    let run = run_coreset_mcmc(
+        model,
+        coreset,
+        &mut kernels,
+        optimiser.as_mut(),
+        &settings,
+        c.seed,
+        tracker.as_mut(),
+        Some(stop),
+    )
+    .map_err(|e| other(format!("[coreset] {e}")))?;
+    Ok(CoresetOutcome {
+        run,
+        parameter_names: model.parameter_names(),
+        optimiser: optimiser_name,
+        kernel: kernel_name,
+        num_data: n,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
