@@ -10,6 +10,7 @@
 //!   weights start to move;
 //! - [`kernel`]: the π_w-invariant Markov kernels ([`CoresetKernel`]);
 //! - [`metric`]: the streaming average squared z-score ([`ZScoreTracker`]);
+//! - [`slice`]: hit-and-run slice sampling with doubling (Neal 2003), the real-data kernel;
 //! - [`mcmc`]: the loop that ties them together ([`run_coreset_mcmc`]).
 
 pub mod gradient;
@@ -19,6 +20,7 @@ pub mod mcmc;
 pub mod metric;
 pub mod optim;
 pub mod posterior;
+pub mod slice;
 
 pub use gradient::{SubsampleScheme, WeightGradient};
 pub use hot_start::{hot_start_passes, hot_start_statistic};
@@ -36,3 +38,4 @@ pub enum CoresetError {
     #[error("invalid coreset setting: {0}")]
     Setting(String),
 }
+pub use slice::{SliceCounters, SliceError, SliceSampler, SliceSettings};
