@@ -163,8 +163,36 @@ pub enum KernelConfig {
         #[serde(default = "default_beta")]
         beta: f64,
     },
+    /// Hit-and-run slice sampling with doubling (Neal 2003), any model.
+    Slice {
+        /// Initial interval width w.
+        #[serde(default = "default_width")]
+        width: f64,
+        /// At most this many doublings p.
+        #[serde(default = "default_max_doublings")]
+        max_doublings: usize,
+        /// Passes per kernel step.
+        #[serde(default = "default_passes")]
+        passes: usize,
+        /// Shrinkage proposals before the step is an error.
+        #[serde(default = "default_max_shrinks")]
+        max_shrinks: usize,
+    },
     /// The `[sampler]` table's sampler on full coreset gradients.
     Sampler,
+}
+
+fn default_width() -> f64 {
+    10.0
+}
+fn default_max_doublings() -> usize {
+    20
+}
+fn default_passes() -> usize {
+    3
+}
+fn default_max_shrinks() -> usize {
+    1024
 }
 
 fn default_beta() -> f64 {
@@ -173,7 +201,12 @@ fn default_beta() -> f64 {
 
 impl Default for KernelConfig {
     fn default() -> Self {
-        KernelConfig::Sampler
+        KernelConfig::Slice {
+            width: default_width(),
+            max_doublings: default_max_doublings(),
+            passes: default_passes(),
+            max_shrinks: default_max_shrinks(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! The sparse-regression Gibbs kernel (§7.7c) lives beside its model in `gibbs.rs`.
 
 use super::posterior::{CoresetPosterior, PosteriorWorkspace};
+use super::slice::{SliceSampler, SliceSettings};
 use crate::estimator::{BatchTerms, GradientEstimator};
 use crate::model::TermMoments;
 use crate::rng::{ChainRng, fill_standard_normal};
@@ -171,6 +172,55 @@ impl CoresetKernel for ExactGaussianKernel {
         check_finite(&self.theta)?;
         // log π_w up to the constant that does not depend on θ.
         Ok(log_density)
+    }
+}
+
+/// Hit-and-run slice sampling with doubling on log π_w (reference §7.7a), `passes` passes per
+/// step.
+pub struct SliceKernel {
+    sampler: SliceSampler,
+    theta: Vec<f64>,
+    ws: PosteriorWorkspace,
+}
+
+impl SliceKernel {
+    /// A kernel with `settings` starting at `theta0`.
+    pub fn new(settings: SliceSettings, theta0: Vec<f64>) -> Result<Self, KernelError> {
+        check_finite(&theta0)?;
+        let sampler =
+            SliceSampler::new(settings).map_err(|e| KernelError::Failed(e.to_string()))?;
+        Ok(Self {
+            sampler,
+            theta: theta0,
+            ws: PosteriorWorkspace::default(),
+        })
+    }
+}
+
+impl CoresetKernel for SliceKernel {
+    fn name(&self) -> &'static str {
+        "slice"
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.theta
+    }
+
+    fn step(
+        &mut self,
+        target: &CoresetPosterior<'_>,
+        rng: &mut ChainRng,
+    ) -> Result<f64, KernelError> {
+        // The weights changed since the last step: log π_w at the current state is recomputed.
+        let f0 = target.log_density(&self.theta, &mut self.ws);
+        let ws = &mut self.ws;
+        let mut log_density = |theta: &[f64]| target.log_density(theta, ws);
+        let f = self
+            .sampler
+            .step(&mut self.theta, f0, &mut log_density, rng)
+            .map_err(|e| KernelError::Failed(e.to_string()))?;
+        check_finite(&self.theta)?;
+        Ok(f)
     }
 }
 

@@ -24,11 +24,12 @@ pub mod slice;
 
 pub use gradient::{SubsampleScheme, WeightGradient};
 pub use hot_start::{hot_start_passes, hot_start_statistic};
-pub use kernel::{CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel};
+pub use kernel::{CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel, SliceKernel};
 pub use mcmc::{CoresetRun, CoresetSettings, HotStartSettings, run_coreset_mcmc};
 pub use metric::ZScoreTracker;
 pub use optim::{Adam, HotDog, OptimiserError, WeightOptimiser};
 pub use posterior::{Coreset, CoresetPosterior, PosteriorWorkspace, weighted_log_lik};
+pub use slice::{SliceCounters, SliceError, SliceSampler, SliceSettings};
 
 /// Errors in coreset settings.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -38,4 +39,3 @@ pub enum CoresetError {
     #[error("invalid coreset setting: {0}")]
     Setting(String),
 }
-pub use slice::{SliceCounters, SliceError, SliceSampler, SliceSettings};

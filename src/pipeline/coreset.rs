@@ -7,8 +7,8 @@ use crate::config::coreset::{
 };
 use crate::coreset::{
     Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, ExactGaussianKernel, HotDog,
-    HotStartSettings, SamplerKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
-    run_coreset_mcmc,
+    HotStartSettings, SamplerKernel, SliceKernel, SliceSettings, SubsampleScheme, WeightOptimiser,
+    ZScoreTracker, run_coreset_mcmc,
 };
 use crate::model::{GaussianModel, Model};
 use crate::reference::ReferenceMoments;
@@ -118,6 +118,21 @@ pub fn run_coreset_file(
                 k.draw_exact(&coreset.weights, &mut init_rng)
                     .map_err(kernel_err)?;
                 Box::new(k)
+            }
+            KernelConfig::Slice {
+                width,
+                max_doublings,
+                passes,
+                max_shrinks,
+            } => {
+                let settings = SliceSettings {
+                    width: *width,
+                    max_doublings: *max_doublings,
+                    passes: *passes,
+                    max_shrinks: *max_shrinks,
+                };
+                let theta0 = initial_state(c.init, model, &mut init_rng)?;
+                Box::new(SliceKernel::new(settings, theta0).map_err(kernel_err)?)
             }
             KernelConfig::Sampler => {
                 let table = cfg.sampler.as_ref().ok_or_else(|| {
