@@ -5,7 +5,8 @@
 //! - [`posterior`]: the [`Coreset`] (uniform or class-stratified construction, weights N/M) and
 //!   the coreset posterior π_w of Eq. 1;
 //! - [`gradient`]: the weight-gradient estimator of Eq. 4 ([`WeightGradient`]);
-//! - [`optim`]: the [`WeightOptimiser`] seam with Hot DoG (Algorithm 2) and the baselines;
+//! - [`optim`]: the [`WeightOptimiser`] seam with Hot DoG (Algorithm 2), ADAM and the paper's
+//!   baselines DoG, DoWG, prodigy ADAM and D-Adaptation SGD (§7.6);
 //! - [`hot_start`]: Algorithm 3, the test that the chains have reached stationarity before the
 //!   weights start to move;
 //! - [`kernel`]: the π_w-invariant Markov kernels ([`CoresetKernel`]);
@@ -27,7 +28,7 @@ pub use hot_start::{hot_start_passes, hot_start_statistic};
 pub use kernel::{CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel, SliceKernel};
 pub use mcmc::{CoresetRun, CoresetSettings, HotStartSettings, run_coreset_mcmc};
 pub use metric::ZScoreTracker;
-pub use optim::{Adam, HotDog, OptimiserError, WeightOptimiser};
+pub use optim::{Adam, DAdaptSgd, Dog, Dowg, HotDog, OptimiserError, Prodigy, WeightOptimiser};
 pub use posterior::{Coreset, CoresetPosterior, PosteriorWorkspace, weighted_log_lik};
 pub use slice::{SliceCounters, SliceError, SliceSampler, SliceSettings};
 

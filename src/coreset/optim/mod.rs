@@ -1,16 +1,30 @@
 //! Optimisers of the coreset weights w ≥ 0 (reference §7.4, §7.6). Every step is projected onto
 //! w ≥ 0, and the step counter c (τ) starts at 1 at the first step.
+//!
+//! - Hot DoG and ADAM (this file);
+//! - [`dog`]: DoG and DoWG (Eq. 5 of the tuning-free coreset paper);
+//! - [`adaptation`]: prodigy ADAM with cosine annealing and D-Adaptation SGD.
+//!
+//! Every optimiser checks its settings at construction and each gradient before it touches the
+//! weights, so a rejected step leaves the weights and the state unchanged; `step` never allocates.
+
+pub mod adaptation;
+pub mod dog;
+
+pub use adaptation::{DAdaptSgd, Prodigy};
+pub use dog::{Dog, Dowg};
 
 /// One optimiser of the coreset weights: `step` moves `weights` against the gradient estimate ĝ
 /// of the objective (the KL divergence, reference §7.2) and projects onto w ≥ 0.
 pub trait WeightOptimiser {
     /// Short name for tables.
     fn name(&self) -> &'static str;
-    /// One step: w ← max(0, w − step(ĝ)).
-    fn step(&mut self, weights: &mut [f64], gradient: &[f64]);
+    /// One step: w ← max(0, w − step(ĝ)). Fails, leaving `weights` untouched, if `weights` or
+    /// `gradient` does not have the optimiser's length or the gradient is not finite.
+    fn step(&mut self, weights: &mut [f64], gradient: &[f64]) -> Result<(), OptimiserError>;
 }
 
-/// Errors of the optimisers' settings.
+/// Errors of the optimisers' settings and inputs.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OptimiserError {
     /// A step parameter that is not positive and finite.
@@ -18,6 +32,35 @@ pub enum OptimiserError {
     NotPositive {
         /// The parameter.
         name: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// No weights to optimise.
+    #[error("the initial weights w₀ are empty: a coreset needs at least one weight")]
+    NoWeights,
+    /// An initial weight that is negative or not finite.
+    #[error("initial weight w₀[{index}] = {value} must be finite and ≥ 0")]
+    InitialWeight {
+        /// Its coordinate.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+    /// Weights or gradient of the wrong length.
+    #[error("{what} has length {got}, but the optimiser has {expected} weights")]
+    WrongLength {
+        /// "weights" or "gradient".
+        what: &'static str,
+        /// The optimiser's number of weights.
+        expected: usize,
+        /// The length passed.
+        got: usize,
+    },
+    /// A gradient coordinate that is NaN or infinite.
+    #[error("gradient[{index}] = {value} is not finite")]
+    NonFiniteGradient {
+        /// Its coordinate.
+        index: usize,
         /// Its value.
         value: f64,
     },
@@ -29,6 +72,42 @@ fn positive(name: &'static str, value: f64) -> Result<f64, OptimiserError> {
     } else {
         Err(OptimiserError::NotPositive { name, value })
     }
+}
+
+/// Checks the initial weights w₀ (non-empty, finite, ≥ 0) and copies them.
+fn initial_weights(initial: &[f64]) -> Result<Vec<f64>, OptimiserError> {
+    if initial.is_empty() {
+        return Err(OptimiserError::NoWeights);
+    }
+    match initial.iter().position(|&w| !(w.is_finite() && w >= 0.0)) {
+        Some(index) => Err(OptimiserError::InitialWeight {
+            index,
+            value: initial[index],
+        }),
+        None => Ok(initial.to_vec()),
+    }
+}
+
+/// Checks one step's inputs against the optimiser's `dim` weights and returns ‖ĝ‖₂² (which every
+/// DoG-like step needs, so the check costs no extra pass).
+fn check_step(dim: usize, weights: &[f64], gradient: &[f64]) -> Result<f64, OptimiserError> {
+    for (what, got) in [("weights", weights.len()), ("gradient", gradient.len())] {
+        if got != dim {
+            return Err(OptimiserError::WrongLength {
+                what,
+                expected: dim,
+                got,
+            });
+        }
+    }
+    let mut squared_norm = 0.0;
+    for (index, &value) in gradient.iter().enumerate() {
+        if !value.is_finite() {
+            return Err(OptimiserError::NonFiniteGradient { index, value });
+        }
+        squared_norm += value * value;
+    }
+    Ok(squared_norm)
 }
 
 const BETA1: f64 = 0.9;
@@ -67,7 +146,7 @@ impl HotDog {
     pub fn new(initial: &[f64], r: f64) -> Result<Self, OptimiserError> {
         let n = initial.len();
         Ok(Self {
-            initial: initial.to_vec(),
+            initial: initial_weights(initial)?,
             r: positive("Hot DoG's r", r)?,
             m: vec![0.0; n],
             v: vec![0.0; n],
@@ -90,9 +169,8 @@ impl WeightOptimiser for HotDog {
         "Hot DoG"
     }
 
-    fn step(&mut self, weights: &mut [f64], gradient: &[f64]) {
-        debug_assert_eq!(weights.len(), self.initial.len());
-        debug_assert_eq!(gradient.len(), self.initial.len());
+    fn step(&mut self, weights: &mut [f64], gradient: &[f64]) -> Result<(), OptimiserError> {
+        check_step(self.initial.len(), weights, gradient)?;
         self.count += 1;
         let c = self.count;
         let v_correction = 1.0 - BETA2.powi(c);
@@ -118,6 +196,7 @@ impl WeightOptimiser for HotDog {
             let step = d_hat * m_hat / ((c as f64 * v_hat).sqrt() + EPSILON);
             weights[k] = (weights[k] - step).max(0.0);
         }
+        Ok(())
     }
 }
 
@@ -134,6 +213,9 @@ pub struct Adam {
 impl Adam {
     /// ADAM on `dim` weights with base learning rate α₀.
     pub fn new(dim: usize, learning_rate: f64) -> Result<Self, OptimiserError> {
+        if dim == 0 {
+            return Err(OptimiserError::NoWeights);
+        }
         Ok(Self {
             learning_rate: positive("ADAM's learning rate", learning_rate)?,
             m: vec![0.0; dim],
@@ -148,7 +230,8 @@ impl WeightOptimiser for Adam {
         "ADAM"
     }
 
-    fn step(&mut self, weights: &mut [f64], gradient: &[f64]) {
+    fn step(&mut self, weights: &mut [f64], gradient: &[f64]) -> Result<(), OptimiserError> {
+        check_step(self.m.len(), weights, gradient)?;
         self.count += 1;
         let c = self.count;
         let rate = self.learning_rate / (c as f64).sqrt();
@@ -161,5 +244,6 @@ impl WeightOptimiser for Adam {
                 rate * (self.m[k] / m_correction) / ((self.v[k] / v_correction).sqrt() + EPSILON);
             weights[k] = (weights[k] - step).max(0.0);
         }
+        Ok(())
     }
 }
