@@ -225,8 +225,8 @@ fn dowg_first_steps_match_the_hand_trace_in_both_forms() {
 /// second step): the recursion of reference §7.6 with α₁ = 1, α₂ = ½(1 + cos(π/100)),
 /// α₃ = ½(1 + cos(2π/100)), no bias correction, and the step taken with d before its update.
 ///
-/// Break-once: stepping with the updated d instead of d_old failed at w₂[0] (1.6047 against
-/// 1.6268); dropping the α factor from r_p and s failed the d₃ check.
+/// Break-once: stepping with the updated d instead of d_old failed at w₂[0] (1.1079 against
+/// 1.2589); dropping the α factor from r_p and s failed at w₃[0] (0.63965 against 0.63970).
 #[test]
 fn prodigy_first_steps_match_the_hand_trace() {
     let gradients = [[1.0, 1.0, 1.0], [1.0, 2.0, 1.0], [2.0, 1.0, 1.0]];
@@ -296,7 +296,7 @@ fn prodigy_first_steps_match_the_hand_trace() {
 /// w by α_τ·d₀·m/(√v + d₀ε) with m = 0.1·d₀, v = 0.001·d₀², i.e. α_τ·0.1·d₀/(√0.001 + ε).
 ///
 /// Break-once: the phase (τ − 1) mod 100 replaced by (τ − 1) mod 200 failed at τ = 101
-/// (α = 0.5 instead of 1).
+/// (moved 0, i.e. α = ½(1 + cos π) = 0, instead of α = 1).
 #[test]
 fn prodigy_restarts_its_schedule_every_100_steps() {
     let d0 = Prodigy::DEFAULT_D0;
@@ -332,8 +332,8 @@ fn prodigy_restarts_its_schedule_every_100_steps() {
 /// D-Adaptation SGD by hand (γ = 2, d₀ = 1 so the steps are visible): λ = d·γ/G with
 /// G = ‖ĝ₁‖ = 5, q = λ·ĝᵀs before s moves, d ← max(d, 2Q/‖s‖) before Q ← Q + q.
 ///
-/// Break-once: adding q to Q before the d update (the PyTorch order) gave d = 1.42 after the
-/// second step and failed w₃[0] (0.6310 against 0.8).
+/// Break-once: adding q to Q before the d update (the PyTorch order) raised d after the second
+/// step and failed at w₃[0] (0.4621 against 0.8).
 #[test]
 fn d_adapt_sgd_first_steps_match_the_hand_trace() {
     let mut opt = DAdaptSgd::new(&W0, 2.0, 1.0).unwrap();
@@ -491,8 +491,8 @@ fn baselines_reject_bad_settings_and_gradients() {
 /// do not count it, so the trace that follows is the hand trace; prodigy counts it (its
 /// schedule advances) and stays finite.
 ///
-/// Break-once: counting DoG's zero step (no early return) made r₁ unused, the next step had
-/// r₂ = ‖w − w₀‖ = 0 and the weights never moved: the DoG trace check failed at w₁[1].
+/// Break-once: counting DoG's zero step (count += 1 before the early return) made r unused, the
+/// next step had r₂ = ‖w − w₀‖ = 0 and the weights never moved: failed at w₁[1] (2 against 1.4).
 #[test]
 fn a_zero_first_gradient_moves_nothing() {
     for mut optimiser in baselines(&W0) {
@@ -535,7 +535,8 @@ fn a_zero_first_gradient_moves_nothing() {
 /// γ = 1), ends within 1e-2·‖w₀ − w*‖ of w* after 5,000 steps, each weight stays ≥ 0, and the
 /// error shrinks from its start by the same factor 100.
 ///
-/// Break-once: a sign error in D-Adaptation's step (w + λĝ) made it diverge from w* and fail.
+/// Break-once: a sign error in D-Adaptation's step (w + λĝ) made it diverge until the gradient
+/// overflowed, and the test failed (the next step rejected ĝ[0] = inf as NonFiniteGradient).
 #[test]
 fn baselines_converge_on_a_convex_quadratic() {
     let target = [0.0, 0.5, 2.0, 5.0, 8.0, 12.0];

@@ -91,9 +91,8 @@ impl WeightOptimiser for Prodigy {
         if s_norm > 0.0 {
             self.d = self.d.max(self.r_p / s_norm);
         }
-        for k in 0..weights.len() {
-            let step = alpha * d * self.m[k] / (self.v[k].sqrt() + d * EPSILON);
-            weights[k] = (weights[k] - step).max(0.0);
+        for ((w, m), v) in weights.iter_mut().zip(&self.m).zip(&self.v) {
+            *w = (*w - alpha * d * m / (v.sqrt() + d * EPSILON)).max(0.0);
         }
         Ok(())
     }
