@@ -221,7 +221,11 @@ pub fn run_coreset_mcmc(
                 &mut loop_rng,
                 &mut gradient,
             );
-            optimiser.step(&mut coreset.weights, &gradient);
+            if let Err(e) = optimiser.step(&mut coreset.weights, &gradient) {
+                run.stopped = Some(format!("optimiser step at iteration {i}: {e}"));
+                run.iterations = i + 1;
+                break;
+            }
             run.optimiser_steps += 1;
             if let Some(j) = coreset.weights.iter().position(|w| !w.is_finite()) {
                 run.stopped = Some(format!(
