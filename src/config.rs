@@ -31,8 +31,9 @@ pub struct Config {
     pub tune: Option<TuneConfig>,
 }
 
-/// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`, or
-/// `synthetic`. Relative paths are relative to the run file's directory.
+/// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`,
+/// `synthetic`, `bike_sharing` or `nba_games`. Relative paths are relative to the run file's
+/// directory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataConfig {
@@ -57,6 +58,18 @@ pub struct DataConfig {
     /// A built-in synthetic data set instead of files.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<SyntheticConfig>,
+    /// The coreset MCMC paper's bike-sharing table (reference §7.9): the file
+    /// `poisson_reg.csv` or its directory. No header; columns 1–8 are features `x1`..`x8`,
+    /// column 9 (the constant 1.0) is kept as a ninth feature `intercept`, column 10 is the
+    /// count. Use it with `kind = "poisson"`, `link = "softplus"` and WITHOUT `intercept = true`
+    /// (the column is the intercept); θ = (x1..x8, intercept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bike_sharing: Option<PathBuf>,
+    /// The NBA games for `kind = "bradley_terry"`: `games.csv.gz` (or its directory), read by
+    /// the column names HOME_TEAM_ID, VISITOR_TEAM_ID, HOME_TEAM_WINS; θ = one strength per
+    /// team, `team[ID]` in increasing id order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nba_games: Option<PathBuf>,
 }
 
 /// Built-in synthetic logistic-regression data, all from `seed`: the demo's (x ~ N(0, I),
@@ -104,12 +117,41 @@ fn default_data_seed() -> u64 {
 pub enum ModelConfig {
     /// Logistic regression, labels 0/1 (or −1/+1).
     Logistic {
-        /// Prior variance σ² of θ ~ N(0, σ²I).
+        /// Prior variance σ² of θ ~ N(0, σ²I) (the normal prior).
         #[serde(default = "default_prior_variance")]
         prior_variance: f64,
         /// Add an intercept parameter.
         #[serde(default)]
         intercept: bool,
+        /// Prior of the coefficients: `"normal"` (default, variance `prior_variance`) or
+        /// `"cauchy"` (θᵢ ~ Cauchy(0, `prior_scale`) i.i.d., the coreset MCMC paper's, §7.9).
+        #[serde(default, skip_serializing_if = "is_default")]
+        prior: PriorKind,
+        /// Scale s of the Cauchy prior (default 1); only with `prior = "cauchy"`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prior_scale: Option<f64>,
+    },
+    /// Poisson regression on counts, y ~ Poisson(λ(xᵀw + b)), θ ~ N(0, σ²I).
+    Poisson {
+        /// Prior variance σ² of the coefficients (the coreset paper uses 1).
+        #[serde(default = "default_prior_variance")]
+        prior_variance: f64,
+        /// Add an intercept parameter.
+        #[serde(default)]
+        intercept: bool,
+        /// `"log"` (λ = eᶻ, default) or `"softplus"` (λ = log(1 + eᶻ), the coreset paper's).
+        #[serde(default)]
+        link: crate::model::PoissonLink,
+    },
+    /// Bradley–Terry paired comparisons (reference §7.9): data with two columns of team ids
+    /// (home, visitor) and y = 1 if the home team won, e.g. `[data] nba_games`.
+    BradleyTerry {
+        /// Scale s in σ((θ_h − θ_v)/s).
+        #[serde(default = "default_bradley_terry_scale")]
+        scale: f64,
+        /// Prior variance σ² of θ ~ N(0, σ²I).
+        #[serde(default = "one")]
+        prior_variance: f64,
     },
     /// Linear regression with Gaussian noise.
     Linear {
@@ -139,6 +181,21 @@ pub enum ModelConfig {
 
 fn default_prior_variance() -> f64 {
     10.0
+}
+
+fn default_bradley_terry_scale() -> f64 {
+    crate::model::BradleyTerry::DEFAULT_SCALE
+}
+
+/// The prior family of logistic-regression coefficients.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriorKind {
+    /// θ ~ N(0, σ²I) with σ² = `prior_variance`.
+    #[default]
+    Normal,
+    /// θᵢ ~ Cauchy(0, s) with s = `prior_scale`.
+    Cauchy,
 }
 
 /// Noise variance of the linear model: a number, or `"learn"`.
@@ -1045,6 +1102,8 @@ fn resolve_data_paths(data: &mut DataConfig, base: &Path) {
         &mut data.targets,
         &mut data.table,
         &mut data.libsvm,
+        &mut data.bike_sharing,
+        &mut data.nba_games,
     ]
     .into_iter()
     .flatten()

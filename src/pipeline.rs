@@ -4,7 +4,7 @@
 
 use crate::config::{
     Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    MhTestKind, ModelConfig, NoiseVariance, SamplerConfig, SamplerTable, ScheduleConfig,
+    MhTestKind, ModelConfig, NoiseVariance, PriorKind, SamplerConfig, SamplerTable, ScheduleConfig,
     SyntheticGenerator,
 };
 use crate::data::{self, DataError, Dataset};
@@ -15,7 +15,8 @@ use crate::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
 use crate::model::{
-    Bernoulli, GaussianModel, Glm, Model, ModelError, NoiseModel, Normal, NormalPrior, Predictive,
+    Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
+    NoiseModel, Normal, NormalPrior, Poisson, Predictive,
 };
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
@@ -82,13 +83,19 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         cfg.table.is_some(),
         cfg.libsvm.is_some(),
         cfg.synthetic.is_some(),
+        cfg.bike_sharing.is_some(),
+        cfg.nba_games.is_some(),
     ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(PipelineError::Other(
-            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm` or `synthetic`".into(),
+            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing` or `nba_games`".into(),
         ));
     }
-    let ds = if let Some(s) = &cfg.synthetic {
+    let ds = if let Some(path) = &cfg.bike_sharing {
+        data::load_bike_sharing(path)?
+    } else if let Some(path) = &cfg.nba_games {
+        data::load_nba_games(path)?
+    } else if let Some(s) = &cfg.synthetic {
         if s.rows == 0 || s.dim == 0 {
             return Err(PipelineError::Other(
                 "[data.synthetic] rows and dim must be at least 1".into(),
@@ -179,6 +186,14 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
         ModelConfig::Gaussian { .. } => Box::new(build_gaussian_model(cfg, data)?),
+        ModelConfig::BradleyTerry {
+            scale,
+            prior_variance,
+        } => Box::new(BradleyTerry::new(
+            data,
+            *scale,
+            NormalPrior::new(*prior_variance)?,
+        )?),
         _ => build_predictive_model(cfg, data)?,
     })
 }
@@ -216,9 +231,29 @@ pub fn build_predictive_model(
         ModelConfig::Logistic {
             prior_variance,
             intercept,
+            prior,
+            prior_scale,
+        } => {
+            let prior: CoefficientPrior = match (prior, prior_scale) {
+                (PriorKind::Normal, None) => NormalPrior::new(*prior_variance)?.into(),
+                (PriorKind::Normal, Some(_)) => {
+                    return Err(PipelineError::Other(
+                        "[model] `prior_scale` applies to prior = \"cauchy\" only; the normal \
+                         prior takes `prior_variance`"
+                            .into(),
+                    ));
+                }
+                (PriorKind::Cauchy, scale) => CauchyPrior::new(scale.unwrap_or(1.0))?.into(),
+            };
+            Box::new(Glm::new(data, Bernoulli, prior, *intercept)?)
+        }
+        ModelConfig::Poisson {
+            prior_variance,
+            intercept,
+            link,
         } => Box::new(Glm::new(
             data,
-            Bernoulli,
+            Poisson::new(*link),
             NormalPrior::new(*prior_variance)?,
             *intercept,
         )?),
@@ -244,6 +279,12 @@ pub fn build_predictive_model(
         ModelConfig::Gaussian { .. } => {
             return Err(PipelineError::Model(ModelError::Unsupported {
                 model: "gaussian",
+                what: "a predictive distribution for held-out rows",
+            }));
+        }
+        ModelConfig::BradleyTerry { .. } => {
+            return Err(PipelineError::Model(ModelError::Unsupported {
+                model: "bradley_terry",
                 what: "a predictive distribution for held-out rows",
             }));
         }

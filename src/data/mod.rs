@@ -4,6 +4,7 @@
 //! [`Features::F64`]); rows are zero-copy slices ([`Matrix::row`]). Error messages
 //! are one line, name the file and use 1-based rows/columns (see [`DataError`]).
 
+pub mod coreset_sets;
 mod csv;
 mod error;
 pub mod idx;
@@ -12,6 +13,7 @@ mod matrix;
 mod npy;
 pub mod synthetic;
 
+pub use self::coreset_sets::{load_bike_sharing, load_bike_sharing_reference, load_nba_games};
 pub use self::csv::load_csv;
 pub use self::error::DataError;
 pub use self::libsvm::load_libsvm;

@@ -1,10 +1,12 @@
 //! Generalised linear models: log p(yᵢ | θ) depends on the row xᵢ only through the linear
 //! predictor zᵢ = xᵢᵀw + b. One set of row kernels serves every [`Family`]
-//! (logistic, linear, and later Poisson regression).
+//! (logistic, linear and Poisson regression).
 //!
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
-use super::{DataIndex, Model, ModelError, NormalPrior, Scratch, TermMoments, debug_check_dim};
+use super::{
+    CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments, debug_check_dim,
+};
 use crate::data::{
     DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, prefetch_element,
 };
@@ -61,20 +63,23 @@ pub trait Family: Send + Sync + 'static {
 pub struct Glm<F: Family> {
     features: Features,
     targets: Vec<F::Target>,
-    prior: NormalPrior,
+    prior: CoefficientPrior,
     intercept: bool,
     family: F,
     names: Vec<String>,
 }
 
 impl<F: Family> Glm<F> {
-    /// Build the model from a loaded data set (which must have a target column).
+    /// Build the model from a loaded data set (which must have a target column). `prior` is
+    /// the prior of the coefficients (w and b): a [`super::NormalPrior`], a
+    /// [`super::CauchyPrior`] or a [`CoefficientPrior`].
     pub fn new(
         data: Dataset,
         family: F,
-        prior: NormalPrior,
+        prior: impl Into<CoefficientPrior>,
         intercept: bool,
     ) -> Result<Self, ModelError> {
+        let prior = prior.into();
         let source = data
             .targets_source
             .clone()

@@ -7,24 +7,28 @@
 //! Hot calls write into caller-provided buffers and get a reusable [`Scratch`], so a sampler
 //! iteration does not allocate.
 
+mod bradley_terry;
 mod gaussian;
 mod glm;
 mod linear;
 mod logistic;
 pub mod mixture;
 mod normal_gamma;
+mod poisson;
 mod predictive;
 mod prior;
 mod terms;
 
+pub use bradley_terry::BradleyTerry;
 pub use gaussian::GaussianModel;
 pub use glm::{Family, Glm};
 pub use linear::{LinearRegression, NoiseModel, Normal};
 pub use logistic::{Bernoulli, LogisticRegression};
 pub use mixture::GaussianMixtureModel;
 pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
+pub use poisson::{Poisson, PoissonLink, PoissonRegression};
 pub use predictive::{Predictive, PredictiveFamily, PredictiveTask};
-pub use prior::NormalPrior;
+pub use prior::{CauchyPrior, CoefficientPrior, NormalPrior};
 pub use terms::{CovarianceShape, TermMoments};
 
 use crate::rng::ChainRng;

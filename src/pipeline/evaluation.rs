@@ -16,7 +16,7 @@ use super::{PipelineError, build_model, load_data};
 use crate::config::{Config, DataConfig, EvaluationConfig, ModelConfig, SplitKind};
 use crate::data::{Dataset, Element, Features, Matrix};
 use crate::diagnostics::accuracy::{self, AccuracyError, PredictiveMetrics};
-use crate::model::{Bernoulli, Family, Model, Predictive};
+use crate::model::{Bernoulli, Family, Model, Poisson, Predictive};
 use crate::reference::ReferenceMoments;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -96,7 +96,10 @@ fn other(message: String) -> PipelineError {
 
 /// Whether models of this kind have a predictive distribution for held-out rows.
 pub fn has_predictive(cfg: &ModelConfig) -> bool {
-    !matches!(cfg, ModelConfig::Gaussian { .. })
+    !matches!(
+        cfg,
+        ModelConfig::Gaussian { .. } | ModelConfig::BradleyTerry { .. }
+    )
 }
 
 /// Key combinations and values that cannot work, before anything is loaded.
@@ -161,7 +164,7 @@ fn check_table(ev: &EvaluationConfig, model: &ModelConfig) -> Result<(), Pipelin
     if (ev.test_fraction.is_some() || ev.test.is_some()) && !has_predictive(model) {
         return Err(other(format!(
             "[evaluation] a test split needs a model with a predictive distribution \
-             p(y | x, theta) (logistic or linear); model `{}` has none",
+             p(y | x, theta) (logistic, linear or poisson); model `{}` has none",
             model_kind(model)
         )));
     }
@@ -173,6 +176,8 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::Logistic { .. } => "logistic",
         ModelConfig::Linear { .. } => "linear",
         ModelConfig::Gaussian { .. } => "gaussian",
+        ModelConfig::Poisson { .. } => "poisson",
+        ModelConfig::BradleyTerry { .. } => "bradley_terry",
     }
 }
 
@@ -271,12 +276,20 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
     let data = load_data(&cfg.data)?;
     let (train, test_data, description) = if let Some(fraction) = ev.test_fraction {
         // Labels are checked on the whole column first, so errors name the row of the file.
-        if let (ModelConfig::Logistic { .. }, Some(ys)) = (&cfg.model, &data.targets) {
+        if let Some(ys) = &data.targets {
             let source = data
                 .targets_source
                 .as_ref()
                 .unwrap_or(&data.features_source);
-            Bernoulli.prepare_targets(ys, source)?;
+            match &cfg.model {
+                ModelConfig::Logistic { .. } => {
+                    Bernoulli.prepare_targets(ys, source)?;
+                }
+                ModelConfig::Poisson { link, .. } => {
+                    Poisson::new(*link).prepare_targets(ys, source)?;
+                }
+                _ => {}
+            }
         }
         let kind = ev.split.unwrap_or(SplitKind::Last);
         let rows = test_rows(data.rows(), fraction, kind, ev.split_seed.unwrap_or(0))?;
