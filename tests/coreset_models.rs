@@ -186,7 +186,8 @@ fn poisson_log_lik_agrees_with_the_direct_formula() {
 
 /// The softplus link at η = ±800 through the model: finite log-likelihoods and gradients with
 /// the asymptotic values (η = −800: log λ = η, ℓ = y·η, ∂ℓ/∂η = y; η = 800: λ = 800,
-/// ∂ℓ/∂η = y/800 − 1).
+/// ∂ℓ/∂η = y/800 − 1). Break-once check: log λ = ln(softplus(z)) for every z (no z < −700
+/// branch) gave ℓ = [−∞, NaN] at η = −800.
 #[test]
 fn softplus_link_is_finite_at_plus_minus_800() {
     // One feature equal to 1, θ = η: z = η exactly.
@@ -325,7 +326,8 @@ fn bradley_terry_gradients_and_log_lik() {
 }
 
 /// Strength differences of ±10⁶ (a = ±2500 at s = 400): finite, ℓ = 0 for the expected
-/// winner and ℓ = a for the upset, gradients finite (0 or ±1/s).
+/// winner and ℓ = a for the upset, gradients finite (0 or ±1/s). Break-once check: without
+/// the a < −300 branch of log σ the upset at +10⁶ gave ℓ = −∞.
 #[test]
 fn bradley_terry_is_finite_at_extreme_differences() {
     // Game 0: team 1 hosts team 2 and wins; game 1: same teams, the host loses.
@@ -352,6 +354,7 @@ fn bradley_terry_is_finite_at_extreme_differences() {
     }
 }
 
+/// Break-once check: with the plays-itself check disabled the first case built a model.
 #[test]
 fn bradley_terry_rejects_bad_games() {
     let prior = NormalPrior::new(1.0).unwrap();
@@ -393,6 +396,7 @@ fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
 
 const BIKE_ROW: &str = "0.1,-0.2,0.3,-0.4,0.5,-0.6,0.7,-0.8,1.0,12\n";
 
+/// Break-once check: with the intercept-column check disabled the "must be 1.0" case loaded.
 #[test]
 fn bike_sharing_loader_reads_rows_and_names_problems() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,6 +458,7 @@ fn bike_sharing_loader_reads_rows_and_names_problems() {
 const NBA_HEADER: &str =
     "GAME_DATE_EST,GAME_ID,HOME_TEAM_ID,VISITOR_TEAM_ID,PTS_home,HOME_TEAM_WINS";
 
+/// Break-once check: accepting "2" as a home win made the HOME_TEAM_WINS case load.
 #[test]
 fn nba_loader_finds_columns_by_name_and_names_problems() {
     let dir = tempfile::tempdir().unwrap();
@@ -505,6 +510,7 @@ fn nba_loader_finds_columns_by_name_and_names_problems() {
     assert!(e.contains("0 rows"), "{e}");
 }
 
+/// Break-once check: the files' order kept (no reordering) put 100 first and failed.
 #[test]
 fn stan_reference_is_reordered_to_the_model_order() {
     let dir = tempfile::tempdir().unwrap();
@@ -573,7 +579,10 @@ fn stan_reference_is_reordered_to_the_model_order() {
 /// order with positive variances, and the reference mean within 0.2 posterior sd of the
 /// posterior mode in every coordinate (one Newton step Σ·∇log π at the mean; with the
 /// intercept misplaced the step is thousands of sd), which checks the order and the link; the
-/// NBA file's 26,651 games, 30 teams, 15,645 home wins.
+/// NBA file's 26,651 games, 30 teams, 15,645 home wins. Break-once check: the files' order
+/// kept made the reference mean 116,438 sd from the mode. Note the intercept's mean is the
+/// FIRST value of `stan_posterior_mean.csv` (186.05, as the data README says), not the last
+/// (0.6119, the coefficient of x8).
 #[test]
 fn shipped_coreset_data_load() {
     let root = Path::new("/work/shared/data");
@@ -692,6 +701,7 @@ fn poisson_run_file_through_the_cli() {
 
 /// `nba_games` + `kind = "bradley_terry"`, and logistic with `prior = "cauchy"`, through the
 /// CLI; the round trip of the new keys through serde; a misplaced `prior_scale` is an error.
+/// Break-once check: accepting `prior_scale` with the normal prior made that run succeed.
 #[test]
 fn bradley_terry_and_cauchy_run_files_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
