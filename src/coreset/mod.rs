@@ -14,6 +14,7 @@
 //! - [`slice`]: hit-and-run slice sampling with doubling (Neal 2003), the real-data kernel;
 //! - [`mcmc`]: the loop that ties them together ([`run_coreset_mcmc`]).
 
+pub mod gibbs;
 pub mod gradient;
 pub mod hot_start;
 pub mod kernel;
@@ -23,6 +24,7 @@ pub mod optim;
 pub mod posterior;
 pub mod slice;
 
+pub use gibbs::{GibbsError, SparseGibbs};
 pub use gradient::{SubsampleScheme, WeightGradient};
 pub use hot_start::{hot_start_passes, hot_start_statistic};
 pub use kernel::{CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel, SliceKernel};

@@ -17,6 +17,7 @@ mod normal_gamma;
 mod poisson;
 mod predictive;
 mod prior;
+pub mod sparse_regression;
 mod terms;
 
 pub use bradley_terry::BradleyTerry;
@@ -29,6 +30,7 @@ pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
 pub use poisson::{Poisson, PoissonLink, PoissonRegression};
 pub use predictive::{Predictive, PredictiveFamily, PredictiveTask};
 pub use prior::{CauchyPrior, CoefficientPrior, NormalPrior};
+pub use sparse_regression::{SparseRegression, SparseRegressionSettings};
 pub use terms::{CovarianceShape, TermMoments};
 
 use crate::rng::ChainRng;
