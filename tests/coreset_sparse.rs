@@ -4,12 +4,15 @@
 //! against random-walk Metropolis on the posterior with γ summed out, and the weights.
 //!
 //! Break-once checks (each done once by hand, then restored):
-//! - β prior scaled by σ² in `assemble_precision` (diag τ_i⁻²/σ²): `beta_conditional_matches_dense_linear_algebra`
-//!   failed (mean and precision off), and `gibbs_matches_random_walk_metropolis_*` failed
-//!   (β means several MCSE off).
-//! - step 3 using 1 − P(γ_i = 1 | β_i): `gamma_draws_follow_the_conditional` failed.
-//! - W = number of points instead of Σ w_m in the σ² shape: `weights_act_like_duplicated_points`
-//!   and `sigma2_conditional_matches_the_formula` failed.
+//! - β prior scaled by σ² in `assemble_precision` (diag τ_i⁻²/σ²):
+//!   `beta_conditional_matches_dense_linear_algebra` failed (precision 168.4 vs 125.6) and
+//!   `gibbs_matches_random_walk_metropolis_full_data` failed (β₀ mean z = 47). The end-to-end data
+//!   use noise sd 2 on purpose: with σ² ≈ 1 that break went unnoticed end to end.
+//! - step 3 drawing γ_i = 1 with probability 1 − P(γ_i = 1 | β_i): `gamma_draws_follow_the_conditional`,
+//!   `sweep_draws_follow_each_conditional`, both end-to-end tests and the synthetic-data test failed.
+//! - W = number of points instead of Σ w_m in the σ² shape: `sigma2_conditional_matches_the_formula`,
+//!   `weights_act_like_duplicated_points`, the weighted end-to-end test and the synthetic-data
+//!   test (log π_w mismatch) failed.
 //! - ∂/∂σ² of the InvGamma prior with +(ν/2 + 1)/σ²: `model_gradients_match_central_differences`
 //!   failed.
 
@@ -31,7 +34,17 @@ const HALF_LN_2PI: f64 = 0.918_938_533_204_672_8;
 /// p = 3, y = xᵀβ* + N(0, 1) with β* = (0, 0.15, 1): one coefficient in the spike, one between
 /// spike and slab, one in the slab (τ = 0.1, cτ = 1).
 fn small_model(n: usize, seed: u64) -> SparseRegression {
-    let (x, y) = linear_data(seed, n, &[0.0, 0.15, 1.0], 0.0, 1.0);
+    noisy_model(n, seed, 1.0)
+}
+
+/// As [`small_model`] with noise sd `sd` and β* = (0, 0.3, 1.5).
+fn noisy_model(n: usize, seed: u64, sd: f64) -> SparseRegression {
+    let beta = if sd == 1.0 {
+        [0.0, 0.15, 1.0]
+    } else {
+        [0.0, 0.3, 1.5]
+    };
+    let (x, y) = linear_data(seed, n, &beta, 0.0, sd);
     SparseRegression::new(x, y, 3, SparseRegressionSettings::default()).unwrap()
 }
 
@@ -249,20 +262,16 @@ fn beta_conditional_matches_dense_linear_algebra() {
         let want: Vec<f64> = (0..p)
             .map(|i| (0..p).map(|j| cov[i * p + j] * b[j]).sum())
             .collect();
-        for k in 0..p * p {
+        for (k, (g, w)) in got.precision.iter().zip(&prec).enumerate() {
             assert!(
-                (got.precision[k] - prec[k]).abs() < 1e-12 * prec[k].abs().max(1.0),
-                "precision {k}: {} vs {}",
-                got.precision[k],
-                prec[k]
+                (g - w).abs() < 1e-12 * w.abs().max(1.0),
+                "precision {k}: {g} vs {w}"
             );
         }
-        for i in 0..p {
+        for (i, (g, w)) in got.mean.iter().zip(&want).enumerate() {
             assert!(
-                (got.mean[i] - want[i]).abs() < 1e-10 * (1.0 + want[i].abs()),
-                "mean {i}: {} vs {}",
-                got.mean[i],
-                want[i]
+                (g - w).abs() < 1e-10 * (1.0 + w.abs()),
+                "mean {i}: {g} vs {w}"
             );
         }
     }
@@ -668,15 +677,16 @@ fn compare_with_metropolis(model: &SparseRegression, points: &[u32], weights: &[
     }
 }
 
-/// §7.12 item 6, end to end: p = 3, N = 200, w = 1.
+/// §7.12 item 6, end to end: p = 3, N = 200, w = 1. Noise sd 2 (σ² ≈ 4, far from 1, so a β
+/// prior wrongly scaled by σ² changes the posterior).
 #[test]
 fn gibbs_matches_random_walk_metropolis_full_data() {
-    let model = small_model(200, 8);
+    let model = noisy_model(200, 8, 2.0);
     let points = all_points(&model);
     compare_with_metropolis(&model, &points, &vec![1.0; 200], 8);
 }
 
-/// The same on a weighted coreset: 25 points with weights in [2, 10].
+/// The same on a weighted coreset: 25 points with weights in [2, 10], noise sd 1.
 #[test]
 fn gibbs_matches_random_walk_metropolis_weighted_coreset() {
     let model = small_model(200, 9);

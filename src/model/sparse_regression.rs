@@ -272,7 +272,7 @@ impl SparseRegression {
         let r = qr.thin_R();
         let max = (0..self.p).map(|j| r[(j, j)].abs()).fold(0.0, f64::max);
         let tol = n as f64 * f64::EPSILON * max;
-        if let Some(j) = (0..self.p).find(|&j| !(r[(j, j)].abs() > tol)) {
+        if let Some(j) = (0..self.p).find(|&j| r[(j, j)].is_nan() || r[(j, j)].abs() <= tol) {
             clear_upper_vector_state();
             return Err(ModelError::Setting(format!(
                 "sparse regression: the design matrix is rank deficient (column {} depends on \
@@ -316,7 +316,7 @@ impl Model for SparseRegression {
     fn log_prior(&self, theta: &[f64]) -> f64 {
         super::debug_check_dim(self, theta);
         let s2 = theta[self.p];
-        if !(s2 > 0.0) {
+        if s2.is_nan() || s2 <= 0.0 {
             return f64::NEG_INFINITY;
         }
         let a = 0.5 * self.settings.nu;
@@ -330,7 +330,7 @@ impl Model for SparseRegression {
     fn add_grad_log_prior(&self, theta: &[f64], grad: &mut [f64]) {
         super::debug_check_dim(self, theta);
         let s2 = theta[self.p];
-        if !(s2 > 0.0) {
+        if s2.is_nan() || s2 <= 0.0 {
             grad.fill(f64::NAN);
             return;
         }
