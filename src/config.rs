@@ -105,6 +105,9 @@ pub enum SyntheticGenerator {
     Mamba,
     /// No labels: xᵢ ~ N(0, I_d), for the Gaussian location model (coreset papers).
     GaussianLocation,
+    /// The coreset papers' sparse regression data: x ~ N(0, I₁₀), y = xᵀβ* + N(0, 25²) with
+    /// β* = (0,0,0,0,0,5,5,5,5,5) (`dim` must be 10).
+    SparseRegression,
 }
 
 fn default_data_seed() -> u64 {
@@ -153,6 +156,26 @@ pub enum ModelConfig {
         #[serde(default = "one")]
         prior_variance: f64,
     },
+    /// Spike-and-slab linear regression (George & McCulloch 1993; coreset papers §7.9):
+    /// θ = (β, σ²), ℓ = −½[log σ² + (y − xᵀβ)²/σ²], σ² ~ InvGamma(ν/2, νλ/2), βᵢ ~
+    /// q·N(0, (cτ)²) + (1 − q)·N(0, τ²) (the indicators summed out; the Gibbs kernel keeps them).
+    SparseRegression {
+        /// ν.
+        #[serde(default = "default_sparse_nu")]
+        nu: f64,
+        /// λ.
+        #[serde(default = "one")]
+        lambda: f64,
+        /// Prior slab probability q.
+        #[serde(default = "default_sparse_q")]
+        q: f64,
+        /// Spike sd τ.
+        #[serde(default = "default_sparse_q")]
+        tau: f64,
+        /// Slab sd factor c (slab sd cτ).
+        #[serde(default = "default_sparse_c")]
+        c: f64,
+    },
     /// Linear regression with Gaussian noise.
     Linear {
         /// Prior variance σ² of the coefficients.
@@ -177,6 +200,16 @@ pub enum ModelConfig {
         #[serde(default = "default_prior_variance")]
         prior_variance: f64,
     },
+}
+
+fn default_sparse_nu() -> f64 {
+    0.1
+}
+fn default_sparse_q() -> f64 {
+    0.1
+}
+fn default_sparse_c() -> f64 {
+    10.0
 }
 
 fn default_prior_variance() -> f64 {

@@ -32,7 +32,7 @@ pub enum Experiment {
         #[arg(long)]
         json: Option<PathBuf>,
     },
-    /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000); final average squared z-score, median over trials, beside the untrained coreset.
+    /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000; exact kernel) and, with --bike-sharing DIR, Poisson regression on the bike-sharing data (slice sampler, Stan reference); final average squared z-score, median over trials, beside the untrained coreset.
     CoresetFig1 {
         /// Output directory: report.json and tables.md.
         #[arg(long, default_value = "coreset_fig1_out")]
@@ -58,6 +58,12 @@ pub enum Experiment {
         /// Seed of the synthetic Gaussian data.
         #[arg(long, default_value_t = 2024)]
         data_seed: u64,
+        /// The bike-sharing directory (poisson_reg.csv and the Stan moments): adds the Poisson problem.
+        #[arg(long)]
+        bike_sharing: Option<PathBuf>,
+        /// Leave out the Gaussian location problem (e.g. to run the Poisson one alone).
+        #[arg(long)]
+        no_gaussian: bool,
     },
     /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
     MambaLogreg {
@@ -322,6 +328,8 @@ pub fn run(which: Experiment) -> Result<()> {
             hot_dog_r,
             seed,
             data_seed,
+            bike_sharing,
+            no_gaussian,
         } => {
             let settings = CoresetFig1Settings {
                 sizes,
@@ -333,9 +341,20 @@ pub fn run(which: Experiment) -> Result<()> {
             };
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
-            let problems = vec![
-                Problem::gaussian_location(10_000, 20, data_seed).map_err(anyhow::Error::msg)?,
-            ];
+            let mut problems = Vec::new();
+            if !no_gaussian {
+                problems.push(
+                    Problem::gaussian_location(10_000, 20, data_seed)
+                        .map_err(anyhow::Error::msg)?,
+                );
+            }
+            if let Some(dir) = &bike_sharing {
+                problems.push(Problem::bike_sharing_poisson(dir).map_err(anyhow::Error::msg)?);
+            }
+            anyhow::ensure!(
+                !problems.is_empty(),
+                "no problem left: drop --no-gaussian or give --bike-sharing DIR"
+            );
             let started = Instant::now();
             let report = coreset_fig1::run(&problems, &settings, &|line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());

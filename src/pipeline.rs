@@ -7,16 +7,18 @@ use crate::config::{
     MhTestKind, ModelConfig, NoiseVariance, PriorKind, SamplerConfig, SamplerTable, ScheduleConfig,
     SyntheticGenerator,
 };
-use crate::data::{self, DataError, Dataset};
+use crate::data::{self, DataError, Dataset, Features, Matrix};
 use crate::estimator::{
     ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
 };
 use crate::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
+use crate::model::sparse_regression::SYNTHETIC_BETA;
 use crate::model::{
     Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
-    NoiseModel, Normal, NormalPrior, Poisson, Predictive,
+    NoiseModel, Normal, NormalPrior, Poisson, Predictive, SparseRegression,
+    SparseRegressionSettings,
 };
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map};
@@ -111,6 +113,30 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
             SyntheticGenerator::GaussianLocation => {
                 data::synthetic::gaussian_location(s.rows, s.dim, s.seed)
             }
+            SyntheticGenerator::SparseRegression => {
+                if s.dim != SYNTHETIC_BETA.len() {
+                    return Err(PipelineError::Other(format!(
+                        "[data.synthetic] generator = \"sparse_regression\" has dim {}, got {}",
+                        SYNTHETIC_BETA.len(),
+                        s.dim
+                    )));
+                }
+                let m = SparseRegression::synthetic(s.rows, s.seed)?;
+                Dataset {
+                    features: Features::F64(Matrix::from_vec(
+                        m.features().to_vec(),
+                        s.rows,
+                        s.dim,
+                    )?),
+                    targets: Some(m.responses().to_vec()),
+                    feature_names: Vec::new(),
+                    features_source: format!(
+                        "synthetic sparse regression data ({} rows, seed {})",
+                        s.rows, s.seed
+                    ),
+                    targets_source: None,
+                }
+            }
         }
     } else if let Some(path) = &cfg.libsvm {
         data::load_libsvm(path, cfg.n_features)?
@@ -186,6 +212,7 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
         ModelConfig::Gaussian { .. } => Box::new(build_gaussian_model(cfg, data)?),
+        ModelConfig::SparseRegression { .. } => Box::new(build_sparse_regression(cfg, data)?),
         ModelConfig::BradleyTerry {
             scale,
             prior_variance,
@@ -288,7 +315,49 @@ pub fn build_predictive_model(
                 what: "a predictive distribution for held-out rows",
             }));
         }
+        ModelConfig::SparseRegression { .. } => {
+            return Err(PipelineError::Model(ModelError::Unsupported {
+                model: "sparse_regression",
+                what: "a predictive distribution for held-out rows",
+            }));
+        }
     })
+}
+
+/// The spike-and-slab regression of a `kind = "sparse_regression"` table over `data` (f64
+/// features, targets required); an error for other kinds.
+pub fn build_sparse_regression(
+    cfg: &ModelConfig,
+    data: Dataset,
+) -> Result<SparseRegression, PipelineError> {
+    let ModelConfig::SparseRegression {
+        nu,
+        lambda,
+        q,
+        tau,
+        c,
+    } = cfg
+    else {
+        return Err(PipelineError::Other(
+            "this needs [model] kind = \"sparse_regression\"".into(),
+        ));
+    };
+    let p = data.features.cols();
+    let x: Vec<f64> = match &data.features {
+        Features::F64(m) => m.as_slice().to_vec(),
+        Features::F32(m) => m.as_slice().iter().map(|&v| f64::from(v)).collect(),
+    };
+    let y = data.targets.ok_or_else(|| {
+        PipelineError::Other("sparse_regression needs targets (the responses y)".into())
+    })?;
+    let settings = SparseRegressionSettings {
+        nu: *nu,
+        lambda: *lambda,
+        q: *q,
+        tau: *tau,
+        c: *c,
+    };
+    Ok(SparseRegression::new(x, y, p, settings)?)
 }
 
 /// A fresh sampler for one chain as the `[sampler]` table describes: the method, wrapped in

@@ -138,6 +138,43 @@ pub enum OptimiserConfig {
         /// α₀.
         learning_rate: f64,
     },
+    /// DoG (Ivgi et al. 2023; paper Eq. 5).
+    Dog {
+        /// Initial step r.
+        #[serde(default = "default_r")]
+        r: f64,
+    },
+    /// DoWG (Khaled et al. 2023; paper Eq. 5).
+    Dowg {
+        /// Initial step r.
+        #[serde(default = "default_r")]
+        r: f64,
+        /// Keep r in the running maximum (the reference code's form).
+        #[serde(default)]
+        keep_r0_in_max: bool,
+    },
+    /// Prodigy ADAM with cosine annealing (period 100).
+    Prodigy {
+        /// Initial lower bound d₀.
+        #[serde(default = "default_d0")]
+        d0: f64,
+    },
+    /// D-Adaptation SGD.
+    DadaptSgd {
+        /// γ.
+        #[serde(default = "default_gamma")]
+        gamma: f64,
+        /// Initial d₀.
+        #[serde(default = "default_d0")]
+        d0: f64,
+    },
+}
+
+fn default_d0() -> f64 {
+    1e-6
+}
+fn default_gamma() -> f64 {
+    1.0
 }
 
 fn default_r() -> f64 {
@@ -180,6 +217,8 @@ pub enum KernelConfig {
     },
     /// The `[sampler]` table's sampler on full coreset gradients.
     Sampler,
+    /// The Gibbs sampler of the spike-and-slab regression (`[model] kind = "sparse_regression"`).
+    Gibbs,
 }
 
 fn default_width() -> f64 {

@@ -5,14 +5,18 @@
 //! - [`SliceKernel`]: hit-and-run slice sampling with doubling (§7.7a), any model;
 //! - [`SamplerKernel`]: any of the crate's [`Sampler`]s driven by full coreset gradients.
 //!
-//! The sparse-regression Gibbs kernel (§7.7c) lives beside its model in `gibbs.rs`.
+//! - [`SparseGibbsKernel`]: the sparse-regression Gibbs sampler of `gibbs.rs` (§7.7c), γ kept
+//!   as the chain's auxiliary state.
 
+use super::gibbs::{SparseGibbs, initial_state};
 use super::posterior::{CoresetPosterior, PosteriorWorkspace};
 use super::slice::{SliceSampler, SliceSettings};
 use crate::estimator::{BatchTerms, GradientEstimator};
+use crate::model::SparseRegression;
 use crate::model::TermMoments;
 use crate::rng::{ChainRng, fill_standard_normal};
 use crate::sampler::Sampler;
+use std::sync::Arc;
 
 /// Errors a kernel step reports; the coreset run stops there and keeps what it has.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -218,6 +222,66 @@ impl CoresetKernel for SliceKernel {
         let f = self
             .sampler
             .step(&mut self.theta, f0, &mut log_density, rng)
+            .map_err(|e| KernelError::Failed(e.to_string()))?;
+        check_finite(&self.theta)?;
+        Ok(f)
+    }
+}
+
+/// The sparse-regression Gibbs sampler (reference §7.7c) as a kernel: θ = (β, σ²) with the
+/// indicators γ as auxiliary state (so the state has 2p + 1 components, the hot-start test's
+/// dim). Chains start at the §7.9 start (OLS + N(0, I), |σ² start|) with γ drawn from step 3.
+pub struct SparseGibbsKernel {
+    model: Arc<SparseRegression>,
+    gibbs: SparseGibbs,
+    theta: Vec<f64>,
+}
+
+impl SparseGibbsKernel {
+    /// A chain for `model`, started from `rng`. The model must be the one the coreset run
+    /// uses (its rows are read through the coreset's points).
+    pub fn new(model: Arc<SparseRegression>, rng: &mut ChainRng) -> Result<Self, KernelError> {
+        let failed = |e: super::gibbs::GibbsError| KernelError::Failed(e.to_string());
+        let theta = initial_state(&model, rng).map_err(failed)?;
+        let mut gibbs = SparseGibbs::new(&model);
+        gibbs
+            .draw_gamma(&model, &theta[..model.p()], rng)
+            .map_err(failed)?;
+        Ok(Self {
+            model,
+            gibbs,
+            theta,
+        })
+    }
+}
+
+impl CoresetKernel for SparseGibbsKernel {
+    fn name(&self) -> &'static str {
+        "gibbs"
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.theta
+    }
+
+    fn state_dim(&self) -> usize {
+        2 * self.model.p() + 1
+    }
+
+    fn step(
+        &mut self,
+        target: &CoresetPosterior<'_>,
+        rng: &mut ChainRng,
+    ) -> Result<f64, KernelError> {
+        let f = self
+            .gibbs
+            .sweep(
+                &self.model,
+                target.points,
+                target.weights,
+                &mut self.theta,
+                rng,
+            )
             .map_err(|e| KernelError::Failed(e.to_string()))?;
         check_finite(&self.theta)?;
         Ok(f)

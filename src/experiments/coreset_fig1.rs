@@ -13,13 +13,14 @@
 
 use crate::coreset::{
     Adam, Coreset, CoresetKernel, CoresetSettings, ExactGaussianKernel, HotDog, HotStartSettings,
-    SubsampleScheme, WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
+    SliceKernel, SliceSettings, SubsampleScheme, WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
 };
-use crate::data::{Features, Matrix};
-use crate::model::{GaussianModel, Model};
+use crate::data::{Features, Matrix, load_bike_sharing, load_bike_sharing_reference};
+use crate::model::{GaussianModel, Glm, Model, NormalPrior, Poisson, PoissonLink};
 use crate::rng::{self, ChainRng, fill_standard_normal};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::path::Path;
 use std::time::Instant;
 
 /// Chains per run (the paper's K = 2).
@@ -42,6 +43,9 @@ pub enum ProblemModel {
     /// The Gaussian location model with the exact AR(1) kernel (β = 0.8), chains started at an
     /// exact draw from π_w at w = N/M (the reference's start).
     ExactGaussian(GaussianModel),
+    /// Any model with the hit-and-run slice sampler (w = 10, p = 20, 3 passes), chains started
+    /// at N(0, I) (the reference's start).
+    Slice(Box<dyn Model>),
 }
 
 impl ProblemModel {
@@ -49,6 +53,7 @@ impl ProblemModel {
     pub fn model(&self) -> &dyn Model {
         match self {
             ProblemModel::ExactGaussian(m) => m,
+            ProblemModel::Slice(m) => m.as_ref(),
         }
     }
 }
@@ -77,6 +82,36 @@ impl Problem {
         })
     }
 
+    /// Poisson regression with the softplus link and prior N(0, I₉) on the bike-sharing data
+    /// (`poisson_reg.csv`, N = 15,641; reference §7.9), against the shipped Stan moments.
+    pub fn bike_sharing_poisson(dir: &Path) -> Result<Self, String> {
+        let data = load_bike_sharing(dir).map_err(|e| e.to_string())?;
+        let reference = load_bike_sharing_reference(dir).map_err(|e| e.to_string())?;
+        let model = Glm::new(
+            data,
+            Poisson::new(PoissonLink::Softplus),
+            NormalPrior::new(1.0).map_err(|e| e.to_string())?,
+            false,
+        )
+        .map_err(|e| e.to_string())?;
+        if reference.mean.len() != model.dim() {
+            return Err(format!(
+                "the Stan reference has {} coordinates, the model {}",
+                reference.mean.len(),
+                model.dim()
+            ));
+        }
+        Ok(Self {
+            name: format!(
+                "Poisson regression, bike sharing (N = {})",
+                model.num_data()
+            ),
+            model: ProblemModel::Slice(Box::new(model)),
+            mean: reference.mean,
+            sd: reference.sd,
+        })
+    }
+
     /// The chains of one run, started from `rng`.
     fn kernels(
         &self,
@@ -101,6 +136,14 @@ impl Problem {
                             .draw_exact(&coreset.weights, rng)
                             .map_err(|e| e.to_string())?;
                         Ok(Box::new(kernel))
+                    }
+                    ProblemModel::Slice(model) => {
+                        let mut theta0 = vec![0.0; model.dim()];
+                        fill_standard_normal(rng, &mut theta0);
+                        Ok(Box::new(
+                            SliceKernel::new(SliceSettings::default(), theta0)
+                                .map_err(|e| e.to_string())?,
+                        ))
                     }
                 }
             })

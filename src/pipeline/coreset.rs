@@ -1,18 +1,23 @@
 //! `sgmcmc coreset CONFIG`: coreset run file → data → model → coreset, optimiser, kernels →
 //! the Coreset MCMC loop (reference §7.3) → weights, metric and draws.
 
-use super::{PipelineError, build_gaussian_model, build_method, build_model, load_data};
+use super::{
+    PipelineError, build_gaussian_model, build_method, build_model, build_sparse_regression,
+    load_data,
+};
 use crate::config::coreset::{
     Construction, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig, SchemeConfig,
 };
 use crate::coreset::{
-    Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, ExactGaussianKernel, HotDog,
-    HotStartSettings, SamplerKernel, SliceKernel, SliceSettings, SubsampleScheme, WeightOptimiser,
-    ZScoreTracker, run_coreset_mcmc,
+    Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog, Dowg,
+    ExactGaussianKernel, HotDog, HotStartSettings, Prodigy, SamplerKernel, SliceKernel,
+    SliceSettings, SparseGibbsKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
+    run_coreset_mcmc,
 };
-use crate::model::{GaussianModel, Model};
+use crate::model::Model;
 use crate::reference::ReferenceMoments;
 use crate::rng::{self, ChainRng, fill_standard_normal};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// What a coreset run produced, with the model's parameter names.
@@ -40,6 +45,7 @@ fn build_optimiser(
     coreset: &Coreset,
 ) -> Result<Box<dyn WeightOptimiser>, PipelineError> {
     let err = |e: crate::coreset::OptimiserError| other(format!("[coreset.optimiser] {e}"));
+    let w0 = coreset.weights.as_slice();
     Ok(match cfg {
         OptimiserConfig::HotDog {
             r,
@@ -54,6 +60,19 @@ fn build_optimiser(
         }
         OptimiserConfig::Adam { learning_rate } => {
             Box::new(Adam::new(coreset.len(), *learning_rate).map_err(err)?)
+        }
+        OptimiserConfig::Dog { r } => Box::new(Dog::new(w0, *r).map_err(err)?),
+        OptimiserConfig::Dowg { r, keep_r0_in_max } => {
+            let d = Dowg::new(w0, *r).map_err(err)?;
+            Box::new(if *keep_r0_in_max {
+                d.with_r0_in_max()
+            } else {
+                d
+            })
+        }
+        OptimiserConfig::Prodigy { d0 } => Box::new(Prodigy::new(w0, *d0).map_err(err)?),
+        OptimiserConfig::DadaptSgd { gamma, d0 } => {
+            Box::new(DAdaptSgd::new(w0, *gamma, *d0).map_err(err)?)
         }
     })
 }
@@ -80,17 +99,20 @@ pub fn run_coreset_file(
     let c = &cfg.coreset;
     let data = load_data(&cfg.data)?;
     let labels = data.targets.clone();
-    // The exact kernel needs the Gaussian model itself; every other kernel any model.
-    let (gaussian, boxed): (Option<GaussianModel>, Option<Box<dyn Model>>) =
-        if matches!(c.kernel, KernelConfig::ExactGaussian { .. }) {
-            (Some(build_gaussian_model(&cfg.model, data)?), None)
-        } else {
-            (None, Some(build_model(&cfg.model, data)?))
-        };
-    let model: &dyn Model = match (&gaussian, &boxed) {
-        (Some(g), _) => g,
-        (None, Some(b)) => b.as_ref(),
-        (None, None) => unreachable!("one of the two is built above"),
+    // The exact and Gibbs kernels need their models themselves; every other kernel any model.
+    let (mut gaussian, mut sparse, mut boxed) = (None, None, None);
+    match c.kernel {
+        KernelConfig::ExactGaussian { .. } => {
+            gaussian = Some(build_gaussian_model(&cfg.model, data)?);
+        }
+        KernelConfig::Gibbs => sparse = Some(Arc::new(build_sparse_regression(&cfg.model, data)?)),
+        _ => boxed = Some(build_model(&cfg.model, data)?),
+    }
+    let model: &dyn Model = match (&gaussian, &sparse, &boxed) {
+        (Some(g), _, _) => g,
+        (_, Some(s), _) => s.as_ref(),
+        (_, _, Some(b)) => b.as_ref(),
+        _ => unreachable!("one model is built above"),
     };
     let n = model.num_data();
     let mut init_rng = rng::stream(c.seed, c.chains as u64 + 1);
@@ -133,6 +155,12 @@ pub fn run_coreset_file(
                 };
                 let theta0 = initial_state(c.init, model, &mut init_rng)?;
                 Box::new(SliceKernel::new(settings, theta0).map_err(kernel_err)?)
+            }
+            KernelConfig::Gibbs => {
+                let model = sparse.as_ref().expect("built above");
+                Box::new(
+                    SparseGibbsKernel::new(Arc::clone(model), &mut init_rng).map_err(kernel_err)?,
+                )
             }
             KernelConfig::Sampler => {
                 let table = cfg.sampler.as_ref().ok_or_else(|| {

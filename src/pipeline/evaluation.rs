@@ -98,7 +98,9 @@ fn other(message: String) -> PipelineError {
 pub fn has_predictive(cfg: &ModelConfig) -> bool {
     !matches!(
         cfg,
-        ModelConfig::Gaussian { .. } | ModelConfig::BradleyTerry { .. }
+        ModelConfig::Gaussian { .. }
+            | ModelConfig::BradleyTerry { .. }
+            | ModelConfig::SparseRegression { .. }
     )
 }
 
@@ -178,6 +180,7 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::Gaussian { .. } => "gaussian",
         ModelConfig::Poisson { .. } => "poisson",
         ModelConfig::BradleyTerry { .. } => "bradley_terry",
+        ModelConfig::SparseRegression { .. } => "sparse_regression",
     }
 }
 
