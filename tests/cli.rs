@@ -241,7 +241,14 @@ fn every_example_run_file_parses() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
-            sgmcmc::config::Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            let name = path.file_name().unwrap().to_string_lossy();
+            if name.starts_with("coreset_") {
+                // Coreset run files (`sgmcmc coreset`).
+                sgmcmc::config::coreset::CoresetFile::from_file(&path)
+                    .unwrap_or_else(|e| panic!("{e}"));
+            } else {
+                sgmcmc::config::Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            }
             seen += 1;
         }
     }

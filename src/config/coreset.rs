@@ -19,7 +19,8 @@ pub struct CoresetFile {
     /// The sampler driven by full coreset gradients, for `kernel = { kind = "sampler" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler: Option<SamplerTable>,
-    /// `reference`: moments to track the average squared z-score against.
+    /// `reference`: moments to track the average squared z-score against: a reference.json (as
+    /// `sgmcmc reference` writes it), or the bike-sharing directory for its shipped Stan moments.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<EvaluationConfig>,
 }

@@ -1,7 +1,9 @@
 //! The Bradley–Terry model of the coreset MCMC paper (reference §7.9): one strength θₜ per
 //! team, and for game n between home team h and visitor v with y = 1 if the home team won,
 //!
-//!     ℓₙ(θ) = y·log σ((θ_h − θ_v)/s) + (1 − y)·log σ((θ_v − θ_h)/s),
+//! ```text
+//! ℓₙ(θ) = y·log σ((θ_h − θ_v)/s) + (1 − y)·log σ((θ_v − θ_h)/s),
+//! ```
 //!
 //! with the Elo-like scale s (400 by default) and prior θ ~ N(0, σ²I) (σ² = 1 by default).
 //! log σ(a) = −log1p(e⁻ᵃ), and = a for a < −300 (finite for any finite θ).

@@ -14,6 +14,7 @@ use crate::coreset::{
     SliceSettings, SparseGibbsKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
     run_coreset_mcmc,
 };
+use crate::data::load_bike_sharing_reference;
 use crate::model::Model;
 use crate::reference::ReferenceMoments;
 use crate::rng::{self, ChainRng, fill_standard_normal};
@@ -97,6 +98,13 @@ pub fn run_coreset_file(
     stop: &AtomicBool,
 ) -> Result<CoresetOutcome, PipelineError> {
     let c = &cfg.coreset;
+    if let Some(ev) = &cfg.evaluation
+        && (ev.test_fraction.is_some() || ev.test.is_some() || ev.split.is_some())
+    {
+        return Err(other(
+            "[evaluation] of a coreset run takes only `reference` (no test split)".into(),
+        ));
+    }
     let data = load_data(&cfg.data)?;
     let labels = data.targets.clone();
     // The exact and Gibbs kernels need their models themselves; every other kernel any model.
@@ -177,8 +185,13 @@ pub fn run_coreset_file(
     }
     let mut tracker = match cfg.evaluation.as_ref().and_then(|e| e.reference.as_ref()) {
         Some(path) => {
-            let moments =
-                ReferenceMoments::load(path).map_err(|e| other(format!("[evaluation] {e}")))?;
+            // A directory: the bike-sharing data's shipped Stan moments (reordered to the
+            // model's parameters); a file: reference.json as `sgmcmc reference` writes it.
+            let moments = if path.is_dir() {
+                load_bike_sharing_reference(path).map_err(|e| other(format!("[evaluation] {e}")))?
+            } else {
+                ReferenceMoments::load(path).map_err(|e| other(format!("[evaluation] {e}")))?
+            };
             Some(
                 ZScoreTracker::new(moments.mean, &moments.sd)
                     .map_err(|e| other(format!("[evaluation] {e}")))?,
