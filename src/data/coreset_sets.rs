@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use super::csv::{map_csv_error, open_with_header};
 use super::libsvm::open_text;
 use super::{DataError, Dataset, Features, Matrix};
 use crate::reference::ReferenceMoments;
@@ -44,17 +45,6 @@ pub fn bike_sharing_names() -> Vec<String> {
         .map(|j| format!("x{j}"))
         .chain(std::iter::once("intercept".to_string()))
         .collect()
-}
-
-fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
-    let message = e.to_string().replace('\n', " ");
-    match e.into_kind() {
-        ::csv::ErrorKind::Io(io) => DataError::io(name, io),
-        _ => DataError::Csv {
-            path: name.to_string(),
-            message,
-        },
-    }
 }
 
 /// Read a header-less numeric CSV whose every row has `columns` fields (`None`: as many as
@@ -236,24 +226,7 @@ const NBA_COLUMNS: [&str; 3] = ["HOME_TEAM_ID", "VISITOR_TEAM_ID", "HOME_TEAM_WI
 pub fn load_nba_games(path: &Path) -> Result<Dataset, DataError> {
     let path = file_in(path, NBA_GAMES_FILE);
     let name = path.display().to_string();
-    let input = open_text(&path, &name)?;
-    let mut rdr = ::csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(::csv::Trim::All)
-        .from_reader(input);
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| map_csv_error(&name, e))?
-        .iter()
-        .map(String::from)
-        .collect();
-    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(DataError::Csv {
-            path: name,
-            message: "no header row (the file is empty)".into(),
-        });
-    }
+    let (mut rdr, headers) = open_with_header(&path, &name)?;
     let mut at = [0usize; 3];
     for (slot, column) in at.iter_mut().zip(NBA_COLUMNS) {
         *slot = headers

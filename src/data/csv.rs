@@ -1,11 +1,12 @@
 //! CSV loading into an owned `Matrix<f64>`.
 
+use std::io::BufRead;
 use std::path::Path;
 
 use super::libsvm::open_text;
 use super::{DataError, Dataset, Features, Matrix};
 
-fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
+pub(super) fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
     let message = e.to_string().replace('\n', " ");
     match e.into_kind() {
         ::csv::ErrorKind::Io(io) => DataError::io(name, io),
@@ -16,6 +17,36 @@ fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
     }
 }
 
+/// A CSV reader over a (possibly decompressed) text stream.
+pub(super) type CsvReader = ::csv::Reader<Box<dyn BufRead>>;
+
+/// A CSV reader over `path` (`.gz` decompressed; fields trimmed, rows of any width) past its
+/// header row, and the header's column names; an error for an empty file.
+pub(super) fn open_with_header(
+    path: &Path,
+    name: &str,
+) -> Result<(CsvReader, Vec<String>), DataError> {
+    let input = open_text(path, name)?;
+    let mut rdr = ::csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .trim(::csv::Trim::All)
+        .from_reader(input);
+    let headers: Vec<String> = rdr
+        .headers()
+        .map_err(|e| map_csv_error(name, e))?
+        .iter()
+        .map(String::from)
+        .collect();
+    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
+        return Err(DataError::Csv {
+            path: name.to_string(),
+            message: "no header row (the file is empty)".to_string(),
+        });
+    }
+    Ok((rdr, headers))
+}
+
 /// Loads a CSV file with a header row (`.gz` is decompressed by extension).
 ///
 /// Every column except `target` is a feature, in file order; all values are parsed
@@ -24,24 +55,7 @@ fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
 /// and the column name.
 pub fn load_csv(path: &Path, target: Option<&str>) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
-    let input = open_text(path, &name)?;
-    let mut rdr = ::csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(::csv::Trim::All)
-        .from_reader(input);
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| map_csv_error(&name, e))?
-        .iter()
-        .map(String::from)
-        .collect();
-    if headers.is_empty() || (headers.len() == 1 && headers[0].is_empty()) {
-        return Err(DataError::Csv {
-            path: name,
-            message: "no header row (the file is empty)".to_string(),
-        });
-    }
+    let (mut rdr, headers) = open_with_header(path, &name)?;
     let target_idx =
         match target {
             None => None,
