@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use super::csv::{map_csv_error, open_with_header};
+use super::csv::{map_csv_error, open_with_header, parse_number};
 use super::libsvm::open_text;
 use super::{DataError, Dataset, Features, Matrix};
 use crate::reference::ReferenceMoments;
@@ -81,16 +81,7 @@ fn read_numeric_rows(
             });
         }
         for (j, field) in rec.iter().enumerate() {
-            let v = std::str::from_utf8(field)
-                .ok()
-                .and_then(|s| s.parse::<f64>().ok())
-                .ok_or_else(|| DataError::ParseNumber {
-                    path: name.to_string(),
-                    row: rows,
-                    line,
-                    column: (j + 1).to_string(),
-                    value: String::from_utf8_lossy(field).into_owned(),
-                })?;
+            let v = parse_number(field, name, rows, line, || (j + 1).to_string())?;
             values.push(v);
         }
     }

@@ -17,6 +17,27 @@ pub(super) fn map_csv_error(name: &str, e: ::csv::Error) -> DataError {
     }
 }
 
+/// One CSV field as f64, or [`DataError::ParseNumber`] naming the 1-based `row`, the physical
+/// `line` and the column (`column()` is only called on error).
+pub(super) fn parse_number(
+    field: &[u8],
+    name: &str,
+    row: usize,
+    line: u64,
+    column: impl FnOnce() -> String,
+) -> Result<f64, DataError> {
+    std::str::from_utf8(field)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .ok_or_else(|| DataError::ParseNumber {
+            path: name.to_string(),
+            row,
+            line,
+            column: column(),
+            value: String::from_utf8_lossy(field).into_owned(),
+        })
+}
+
 /// A CSV reader over a (possibly decompressed) text stream.
 pub(super) type CsvReader = ::csv::Reader<Box<dyn BufRead>>;
 
@@ -95,16 +116,7 @@ pub fn load_csv(path: &Path, target: Option<&str>) -> Result<Dataset, DataError>
             });
         }
         for (j, field) in rec.iter().enumerate() {
-            let value = std::str::from_utf8(field)
-                .ok()
-                .and_then(|s| s.parse::<f64>().ok())
-                .ok_or_else(|| DataError::ParseNumber {
-                    path: name.clone(),
-                    row: rows,
-                    line,
-                    column: format!("{:?}", headers[j]),
-                    value: String::from_utf8_lossy(field).into_owned(),
-                })?;
+            let value = parse_number(field, &name, rows, line, || format!("{:?}", headers[j]))?;
             if Some(j) == target_idx {
                 targets.push(value);
             } else {
