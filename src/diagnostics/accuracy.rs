@@ -477,7 +477,9 @@ struct RowResult {
 }
 
 /// Per-row results over the rows of `x`, in parallel over fixed chunks of rows (each row's
-/// result depends on that row only, so the output does not depend on the thread count).
+/// result depends on that row only, so the output does not depend on the thread count). Each
+/// chunk is predicted one draw at a time through [`Predictive::predict_rows`], so a model with a
+/// batched forward pass evaluates a whole chunk per call.
 fn row_results<T: Element>(
     model: &dyn Predictive,
     draws: &[f64],
@@ -489,26 +491,31 @@ fn row_results<T: Element>(
     let s = draws.len() / dim;
     let task = model.task();
     let k = task.outputs();
+    let cols = x.cols();
     out.par_chunks_mut(ROW_CHUNK)
         .enumerate()
         .for_each(|(chunk, results)| {
             // Workspaces per chunk; nothing is allocated per row or per draw.
-            let mut row = vec![0.0; x.cols()];
-            let mut log_lik = vec![0.0; s];
-            let mut summary = vec![0.0; k];
-            let mut mean = vec![0.0; k];
-            for (r, result) in results.iter_mut().enumerate() {
-                let i = chunk * ROW_CHUNK + r;
-                row.iter_mut()
-                    .zip(x.row(i))
+            let first = chunk * ROW_CHUNK;
+            let rows = results.len();
+            let mut block = vec![0.0; rows * cols];
+            for (r, dst) in block.chunks_exact_mut(cols).enumerate() {
+                dst.iter_mut()
+                    .zip(x.row(first + r))
                     .for_each(|(a, b)| *a = b.to_f64());
-                let y = targets[i];
-                mean.fill(0.0);
-                for (theta, ll) in draws.chunks_exact(dim).zip(log_lik.iter_mut()) {
-                    *ll = model.predict(theta, &row, y, &mut summary);
-                    mean.iter_mut().zip(&summary).for_each(|(m, v)| *m += v);
-                }
-                mean.iter_mut().for_each(|m| *m /= s as f64);
+            }
+            let ys = &targets[first..first + rows];
+            // Draw-major: log_lik[draw·rows + r].
+            let mut log_lik = vec![0.0; s * rows];
+            let mut summary = vec![0.0; rows * k];
+            let mut mean = vec![0.0; rows * k];
+            for (theta, ll) in draws.chunks_exact(dim).zip(log_lik.chunks_exact_mut(rows)) {
+                model.predict_rows(theta, &block, ys, ll, &mut summary);
+                mean.iter_mut().zip(&summary).for_each(|(m, v)| *m += v);
+            }
+            mean.iter_mut().for_each(|m| *m /= s as f64);
+            for (r, (result, mean)) in results.iter_mut().zip(mean.chunks_exact(k)).enumerate() {
+                let y = ys[r];
                 let (value, correct, p_y) = match task {
                     PredictiveTask::Classification { .. } => {
                         // The first class with the largest probability.
@@ -520,17 +527,18 @@ fn row_results<T: Element>(
                     }
                     PredictiveTask::Regression => (mean[0], false, 0.0),
                 };
+                let row_log_lik = log_lik.iter().skip(r).step_by(rows);
                 // For classifiers (1/S)·Σₛ p(y | x, θₛ) is the mean probability of class y,
                 // already summed: its log saves an exp per draw. Log-sum-exp of the
                 // log-likelihoods for regression, or when that mean is subnormal.
                 let log_predictive = if p_y >= f64::MIN_POSITIVE {
                     p_y.ln()
                 } else {
-                    log_mean_exp(log_lik.iter().copied())
+                    log_mean_exp(row_log_lik.clone().copied())
                 };
                 *result = RowResult {
                     log_predictive,
-                    mean_log_lik: log_lik.iter().sum::<f64>() / s as f64,
+                    mean_log_lik: row_log_lik.sum::<f64>() / s as f64,
                     value,
                     correct,
                 };

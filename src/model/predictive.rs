@@ -51,6 +51,31 @@ pub trait Predictive: Model {
     /// response `y` prepared by [`Predictive::prepare_held_out_targets`]; writes the predictive
     /// summary at θ into `out` (length [`PredictiveTask::outputs`]).
     fn predict(&self, theta: &[f64], x: &[f64], y: f64, out: &mut [f64]) -> f64;
+
+    /// [`Predictive::predict`] for a block of rows at one θ: `x` holds the rows (row-major,
+    /// [`Predictive::input_columns`] each), `ys` their prepared responses; writes log p(yᵣ | xᵣ, θ)
+    /// into `log_lik[r]` and row r's summary into `out[r·K..(r + 1)·K]` (K =
+    /// [`PredictiveTask::outputs`]). The default calls `predict` row by row; a model with a
+    /// batched forward pass (the BNN's GEMMs) overrides it.
+    fn predict_rows(
+        &self,
+        theta: &[f64],
+        x: &[f64],
+        ys: &[f64],
+        log_lik: &mut [f64],
+        out: &mut [f64],
+    ) {
+        let cols = self.input_columns();
+        let k = self.task().outputs();
+        for (((row, &y), ll), summary) in x
+            .chunks_exact(cols)
+            .zip(ys)
+            .zip(log_lik.iter_mut())
+            .zip(out.chunks_exact_mut(k))
+        {
+            *ll = self.predict(theta, row, y, summary);
+        }
+    }
 }
 
 /// A GLM response family with a predictive summary, which makes [`Glm`] [`Predictive`].
