@@ -935,7 +935,7 @@ fn execute_keeping_draws(
             max_iterations: 2_000,
             ..LbfgsOptions::default()
         };
-        Some(find_map(model, &vec![0.0; dim], &options)?)
+        Some(find_map(model, &model.map_start(), &options)?)
     } else {
         None
     };

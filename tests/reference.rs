@@ -411,6 +411,29 @@ fn reference_file_round_trips_and_bad_files_are_named() {
     check(&v.to_string(), &["rhat"]);
 }
 
+/// A reference without a covariance (large D) and with an undefined ESS/R-hat (JSON null, as
+/// serde_json writes NaN) round-trips: the file omits `covariance`, null comes back as NaN.
+/// Break-once: without `floats_or_null` the load failed ("invalid type: null, expected f64").
+#[test]
+fn reference_without_covariance_and_with_nan_diagnostics_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ref.json");
+    let mut m = sample_moments();
+    m.covariance.clear();
+    m.ess_bulk[1] = f64::NAN;
+    m.rhat[0] = f64::NAN;
+    m.save(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("covariance"), "{text}");
+    assert!(text.contains("null"), "{text}");
+    let back = ReferenceMoments::load(&path).unwrap();
+    assert!(back.covariance.is_empty());
+    assert!(back.ess_bulk[1].is_nan() && back.rhat[0].is_nan());
+    assert_eq!(back.ess_bulk[0], m.ess_bulk[0]);
+    assert_eq!(back.mean, m.mean);
+    assert_eq!(back.sd, m.sd);
+}
+
 fn sgmcmc(args: &[&str], dir: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
         .args(args)

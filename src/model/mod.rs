@@ -215,6 +215,14 @@ pub trait Model: Send + Sync {
         scratch.buf = buf;
     }
 
+    /// The point the MAP search (L-BFGS) starts from. Zeros by default; a model for which
+    /// θ = 0 is a stationary point that is not the mode overrides it with a fixed small point
+    /// (matrix factorisation: ∇_U vanishes at V = 0; a network whose hidden units are all
+    /// equal never breaks their symmetry).
+    fn map_start(&self) -> Vec<f64> {
+        vec![0.0; self.dim()]
+    }
+
     /// A draw from the prior into `out` (used by `init = "prior"`).
     fn sample_prior(&self, _rng: &mut ChainRng, _out: &mut [f64]) -> Result<(), ModelError> {
         Err(ModelError::Unsupported {

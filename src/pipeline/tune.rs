@@ -101,7 +101,7 @@ impl<'p> TuneSession<'p> {
             max_iterations: 2_000,
             ..LbfgsOptions::default()
         };
-        let map = find_map(model, &vec![0.0; dim], &options)
+        let map = find_map(model, &model.map_start(), &options)
             .map_err(|e| TuneError::Pipeline(e.into()))?;
         let mut start_score = vec![0.0; dim];
         FullDataEvaluator::new(model).grad_log_posterior(&map.theta, &mut start_score);

@@ -56,10 +56,10 @@ pub(crate) fn map_options() -> LbfgsOptions {
     }
 }
 
-/// The Laplace approximation at the MAP: θ̂ by L-BFGS from θ = 0 ([`find_map`]), then
+/// The Laplace approximation at the MAP: θ̂ by L-BFGS from [`Model::map_start`] ([`find_map`]), then
 /// [`laplace_at`]. Costs the MAP search plus 2D full-data gradient passes.
 pub fn laplace(model: &dyn Model) -> Result<LaplaceApproximation, LaplaceError> {
-    let map = find_map(model, &vec![0.0; model.dim()], &map_options())?;
+    let map = find_map(model, &model.map_start(), &map_options())?;
     if !map.converged {
         return Err(LaplaceError::MapNotConverged {
             gradient_norm: map.gradient_norm,

@@ -10,7 +10,7 @@ mod moments;
 mod nuts;
 
 pub use laplace::{LaplaceApproximation, LaplaceError, hessian_log_posterior, laplace, laplace_at};
-pub use moments::{ReferenceError, ReferenceMoments};
+pub use moments::{COVARIANCE_MAX_DIM, ReferenceError, ReferenceMoments};
 pub use nuts::{
     LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError, NutsReference, NutsSettings,
     run_nuts,

@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
+/// Largest D for which a reference stores the full covariance (D² values: 32 MB at 2,000).
+pub const COVARIANCE_MAX_DIM: usize = 2_000;
+
 /// Posterior moments from a reference run, with that run's own convergence diagnostics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReferenceMoments {
@@ -15,16 +18,28 @@ pub struct ReferenceMoments {
     pub mean: Vec<f64>,
     /// Posterior standard deviation (D).
     pub sd: Vec<f64>,
-    /// Posterior covariance, D × D row-major (symmetric).
+    /// Posterior covariance, D × D row-major (symmetric); empty when D >
+    /// [`COVARIANCE_MAX_DIM`] (52,580 PMF parameters would need 22 GB), in which case the file
+    /// omits it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub covariance: Vec<f64>,
     /// Bulk ESS of each coordinate of the reference run (D).
+    #[serde(deserialize_with = "floats_or_null")]
     pub ess_bulk: Vec<f64>,
     /// Rank-normalised split R-hat of each coordinate of the reference run (D).
+    #[serde(deserialize_with = "floats_or_null")]
     pub rhat: Vec<f64>,
     /// Chains and post-warm-up draws per chain of the reference run.
     pub chains: usize,
     /// Post-warm-up draws per chain.
     pub draws_per_chain: usize,
+}
+
+/// A list of numbers where `null` stands for NaN: JSON has no NaN, and serde_json writes a
+/// non-finite f64 (an undefined ESS or R-hat) as `null`.
+fn floats_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let values: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(values.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
 /// Errors reading or checking a reference file.
@@ -55,13 +70,15 @@ impl ReferenceMoments {
         self.mean.len()
     }
 
-    /// Check the lengths agree (D, D, D², D, D) and the moments are finite with sd > 0.
+    /// Check the lengths agree (D, D, D² or none, D, D) and the moments are finite with sd > 0.
+    /// Non-finite ESS and R-hat values (a stuck coordinate) are allowed: they are diagnostics.
     pub fn validate(&self) -> Result<(), String> {
         let d = self.mean.len();
+        let covariance_len = if self.covariance.is_empty() { 0 } else { d * d };
         let lengths = [
             ("parameter_names", self.parameter_names.len(), d),
             ("sd", self.sd.len(), d),
-            ("covariance", self.covariance.len(), d * d),
+            ("covariance", self.covariance.len(), covariance_len),
             ("ess_bulk", self.ess_bulk.len(), d),
             ("rhat", self.rhat.len(), d),
         ];
