@@ -32,7 +32,7 @@ pub struct Config {
 }
 
 /// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`,
-/// `synthetic`, `bike_sharing` or `nba_games`. Relative paths are relative to the run file's
+/// `synthetic`, `bike_sharing`, `nba_games` or `movielens`. Relative paths are relative to the run file's
 /// directory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +70,10 @@ pub struct DataConfig {
     /// team, `team[ID]` in increasing id order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nba_games: Option<PathBuf>,
+    /// A MovieLens ratings file (e.g. `u1.base`; tab-separated `user item rating timestamp`,
+    /// 1-based ids) for `kind = "pmf"`: features = 0-based (user, item), target = the rating.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub movielens: Option<PathBuf>,
 }
 
 /// Built-in synthetic logistic-regression data, all from `seed`: the demo's (x ~ N(0, I),
@@ -176,6 +180,29 @@ pub enum ModelConfig {
         #[serde(default = "default_sparse_c")]
         c: f64,
     },
+    /// Bayesian probabilistic matrix factorisation (reference §5.6) over (user, item, rating)
+    /// data, e.g. `[data] movielens`; θ = (U, V, μ_U, μ_V, log λ_U, log λ_V).
+    Pmf {
+        /// Latent dimension d.
+        #[serde(default = "default_pmf_latent_dim")]
+        latent_dim: usize,
+        /// Likelihood precision α.
+        #[serde(default = "default_pmf_precision")]
+        precision: f64,
+        /// Gamma shape a₀ of the precisions λ.
+        #[serde(default = "default_pmf_hyper_shape")]
+        hyper_shape: f64,
+        /// Gamma rate b₀ of the precisions λ.
+        #[serde(default = "default_pmf_hyper_rate")]
+        hyper_rate: f64,
+        /// Rows of U (default: `u.info` beside a `movielens` file, else 1 + the largest user
+        /// index in the training data).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        users: Option<usize>,
+        /// Rows of V (default as for `users`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        items: Option<usize>,
+    },
     /// Linear regression with Gaussian noise.
     Linear {
         /// Prior variance σ² of the coefficients.
@@ -210,6 +237,19 @@ fn default_sparse_q() -> f64 {
 }
 fn default_sparse_c() -> f64 {
     10.0
+}
+
+fn default_pmf_latent_dim() -> usize {
+    crate::model::PmfSettings::default().latent_dim
+}
+fn default_pmf_precision() -> f64 {
+    crate::model::PmfSettings::default().precision
+}
+fn default_pmf_hyper_shape() -> f64 {
+    crate::model::PmfSettings::default().hyper_shape
+}
+fn default_pmf_hyper_rate() -> f64 {
+    crate::model::PmfSettings::default().hyper_rate
 }
 
 fn default_prior_variance() -> f64 {
@@ -1137,6 +1177,7 @@ fn resolve_data_paths(data: &mut DataConfig, base: &Path) {
         &mut data.libsvm,
         &mut data.bike_sharing,
         &mut data.nba_games,
+        &mut data.movielens,
     ]
     .into_iter()
     .flatten()

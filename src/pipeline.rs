@@ -17,7 +17,7 @@ use crate::io::{
 use crate::model::sparse_regression::SYNTHETIC_BETA;
 use crate::model::{
     Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
-    NoiseModel, Normal, NormalPrior, Poisson, Predictive, SparseRegression,
+    NoiseModel, Normal, NormalPrior, Pmf, PmfSettings, Poisson, Predictive, SparseRegression,
     SparseRegressionSettings,
 };
 use crate::optim::lbfgs::LbfgsOptions;
@@ -87,16 +87,19 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         cfg.synthetic.is_some(),
         cfg.bike_sharing.is_some(),
         cfg.nba_games.is_some(),
+        cfg.movielens.is_some(),
     ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(PipelineError::Other(
-            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing` or `nba_games`".into(),
+            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing`, `nba_games` or `movielens`".into(),
         ));
     }
     let ds = if let Some(path) = &cfg.bike_sharing {
         data::load_bike_sharing(path)?
     } else if let Some(path) = &cfg.nba_games {
         data::load_nba_games(path)?
+    } else if let Some(path) = &cfg.movielens {
+        data::load_movielens(path)?
     } else if let Some(s) = &cfg.synthetic {
         if s.rows == 0 || s.dim == 0 {
             return Err(PipelineError::Other(
@@ -303,6 +306,7 @@ pub fn build_predictive_model(
                 *intercept,
             )?)
         }
+        ModelConfig::Pmf { .. } => Box::new(build_pmf(cfg, data)?),
         ModelConfig::Gaussian { .. } => {
             return Err(PipelineError::Model(ModelError::Unsupported {
                 model: "gaussian",
@@ -322,6 +326,41 @@ pub fn build_predictive_model(
             }));
         }
     })
+}
+
+/// The PMF model of a `kind = "pmf"` table over `data`. Missing `users`/`items` come from
+/// `u.info` beside the ratings file when the data are a MovieLens file (feature names `user`,
+/// `item`, source = the file), else from the largest indices in `data`.
+pub fn build_pmf(cfg: &ModelConfig, data: Dataset) -> Result<Pmf, PipelineError> {
+    let &ModelConfig::Pmf {
+        latent_dim,
+        precision,
+        hyper_shape,
+        hyper_rate,
+        mut users,
+        mut items,
+    } = cfg
+    else {
+        return Err(PipelineError::Other(
+            "this needs the PMF model ([model] kind = \"pmf\")".into(),
+        ));
+    };
+    if (users.is_none() || items.is_none()) && data.feature_names == data::MOVIELENS_FEATURES {
+        let file = Path::new(&data.features_source);
+        if let Some((u, i)) = data::movielens_counts(file)? {
+            users = users.or(Some(u));
+            items = items.or(Some(i));
+        }
+    }
+    let settings = PmfSettings {
+        latent_dim,
+        precision,
+        hyper_shape,
+        hyper_rate,
+        users,
+        items,
+    };
+    Ok(Pmf::new(data, settings)?)
 }
 
 /// The spike-and-slab regression of a `kind = "sparse_regression"` table over `data` (f64

@@ -10,6 +10,7 @@ mod error;
 pub mod idx;
 mod libsvm;
 mod matrix;
+mod movielens;
 mod npy;
 pub mod synthetic;
 
@@ -21,6 +22,7 @@ pub use self::matrix::{
     Element, Matrix, PREFETCH_DISTANCE, check_finite_matrix, check_finite_targets, check_nonempty,
     check_same_rows, gather_sum, prefetch_element, validate, validate_finite,
 };
+pub use self::movielens::{MOVIELENS_FEATURES, load_movielens, movielens_counts};
 pub use self::npy::{load_npy_features, load_npy_vector};
 
 /// Features in the precision they were stored in (f32 files are NOT converted: halving bytes/row matters).

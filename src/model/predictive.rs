@@ -47,6 +47,16 @@ pub trait Predictive: Model {
     /// 0/1); errors name `source` and the 1-based row.
     fn prepare_held_out_targets(&self, ys: &[f64], source: &str) -> Result<Vec<f64>, ModelError>;
 
+    /// Check held-out feature rows the model cannot take as they are (e.g. PMF's user and item
+    /// indices beyond its counts); errors name `source` and the 1-based row. Default: none.
+    fn check_held_out_features(
+        &self,
+        _features: &crate::data::Features,
+        _source: &str,
+    ) -> Result<(), ModelError> {
+        Ok(())
+    }
+
     /// log p(y | x, θ) for one held-out row `x` (length [`Predictive::input_columns`]) and a
     /// response `y` prepared by [`Predictive::prepare_held_out_targets`]; writes the predictive
     /// summary at θ into `out` (length [`PredictiveTask::outputs`]).

@@ -154,11 +154,16 @@ fn check_table(ev: &EvaluationConfig, model: &ModelConfig) -> Result<(), Pipelin
                     .into(),
             ));
         }
-        let given = [t.features.is_some(), t.table.is_some(), t.libsvm.is_some()];
+        let given = [
+            t.features.is_some(),
+            t.table.is_some(),
+            t.libsvm.is_some(),
+            t.movielens.is_some(),
+        ];
         if given.iter().filter(|&&g| g).count() != 1 {
             return Err(other(
                 "[evaluation.test] needs exactly one of `features` (with `targets`), `table` \
-                 (with `target`) or `libsvm`"
+                 (with `target`), `libsvm` or `movielens`"
                     .into(),
             ));
         }
@@ -181,6 +186,7 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::Poisson { .. } => "poisson",
         ModelConfig::BradleyTerry { .. } => "bradley_terry",
         ModelConfig::SparseRegression { .. } => "sparse_regression",
+        ModelConfig::Pmf { .. } => "pmf",
     }
 }
 
@@ -345,6 +351,7 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
                 ))
             })?;
             let targets = model.prepare_held_out_targets(ys, &source)?;
+            model.check_held_out_features(&test.features, &test.features_source)?;
             let split = TestSplit {
                 features: test.features,
                 targets,

@@ -262,9 +262,15 @@ pub fn winner_config(cfg: &Config, arm: &ArmSettings) -> Config {
         }
     };
     let data = |d: &mut crate::config::DataConfig| {
-        for p in [&mut d.features, &mut d.targets, &mut d.table, &mut d.libsvm]
-            .into_iter()
-            .flatten()
+        for p in [
+            &mut d.features,
+            &mut d.targets,
+            &mut d.table,
+            &mut d.libsvm,
+            &mut d.movielens,
+        ]
+        .into_iter()
+        .flatten()
         {
             abs(p);
         }
