@@ -341,18 +341,14 @@ impl Pmf {
             let mut s1 = [0.0f64; PRIOR_CHUNK];
             let mut s2 = [0.0f64; PRIOR_CHUNK];
             let gw = &mut grad[w0..w0 + n * d];
+            let (s1, s2) = (&mut s1[..c], &mut s2[..c]);
             for (row, grow) in w.chunks_exact(d).zip(gw.chunks_exact_mut(d)) {
-                let it = row[c0..c0 + c]
-                    .iter()
-                    .zip(&mut grow[c0..c0 + c])
-                    .zip(mu)
-                    .zip(lam)
-                    .zip(s1.iter_mut().zip(s2.iter_mut()));
-                for ((((&x, g), &m), &l), (a, b)) in it {
-                    let z = x - m;
-                    *g -= l * z;
-                    *a += z;
-                    *b += z * z;
+                let (row, grow) = (&row[c0..c0 + c], &mut grow[c0..c0 + c]);
+                for k in 0..c {
+                    let z = row[k] - mu[k];
+                    grow[k] -= lam[k] * z;
+                    s1[k] += z;
+                    s2[k] += z * z;
                 }
             }
             for k in 0..c {
