@@ -103,9 +103,9 @@ fn assert_close_at(got: &[f64], want: &[f64], coords: &[usize], what: &str) {
 }
 
 /// Break-once (each restored): (1) the μ gradient without its −λ·μ term (μ's own prior)
-/// failed at coordinate 45 (`mu_U[0]`); (2) the φ gradient with n/2 instead of (n + 1)/2
-/// failed at the first `log_lambda_U` coordinate; (3) the likelihood gradient's V-part
-/// scaled by α·e·Vⱼ instead of α·e·Uᵢ failed at the first V coordinate of the batch.
+/// failed the prior check at coordinate 33 (`mu_U[0]`: analytic −1.77, difference −2.24);
+/// (2) `add_grad_log_lik` scattering α·e·Vⱼ (instead of α·e·Uᵢ) into Vⱼ failed the
+/// likelihood check at coordinate 16 (`V[0,1]`).
 #[test]
 fn gradients_match_central_differences() {
     let (m, theta) = small_model(11, 3);
@@ -145,9 +145,9 @@ fn rel_err(a: &[f64], b: &[f64]) -> f64 {
         / scale
 }
 
-/// Break-once: `log_lik_and_add_grad` returning −α·Σe² (without the ½) failed the
-/// fused-value assertion; `grad_log_lik_each` writing α·e·Vⱼ into the V slot failed the
-/// sum assertion (relative error ≈ 1).
+/// Break-once (each restored): an extra write `grad[μ_U[0]] += c` per rating in
+/// `add_grad_log_lik` failed the sum assertion (relative error 1); `add_grad_log_lik`
+/// scattering α·e·Vⱼ into Vⱼ failed it too (relative error 1.35).
 #[test]
 fn per_datum_terms_sum_to_the_batch_and_the_fused_pass_agrees() {
     let (m, theta) = small_model(12, 4);
@@ -225,7 +225,7 @@ fn per_datum_terms_sum_to_the_batch_and_the_fused_pass_agrees() {
 }
 
 /// Break-once: an extra `grad[h0] += c` (a write to μ_U[0]) in `add_grad_log_lik` failed the
-/// bitwise assertion at that coordinate.
+/// bitwise assertion at coordinate 33 (μ_U[0]).
 #[test]
 fn batch_gradient_touches_only_the_batch_factors() {
     let (m, theta) = small_model(13, 3);
@@ -300,8 +300,9 @@ fn direct_log_prior(m: &Pmf, theta: &[f64]) -> f64 {
     total
 }
 
-/// Break-once: with n/2 instead of (n + 1)/2 in the φ coefficient, the differences disagreed
-/// by ≈ 0.5·Σ Δφ (≈ 1e-1); with b₀ = 4 in place of 5 they disagreed by ≈ Σ Δλ.
+/// Break-once: with n/2 instead of (n + 1)/2 in the φ coefficient (μ's normaliser dropped,
+/// in the density and its gradient alike) the "constant" moved from 9.25 to 8.09 between
+/// two points and the test failed.
 #[test]
 fn log_prior_differences_match_an_independent_formula() {
     let (m, theta0) = small_model(14, 3);
@@ -331,8 +332,9 @@ fn tiny_model() -> Pmf {
 /// Exact prior draws: φ has mean ψ(4) − log 5 and variance ψ'(4); given λ, λ·(W − μ)² and
 /// λ·μ² have mean 1. Tolerances: 4 standard errors of i.i.d. means.
 ///
-/// Break-once: drawing λ from Gamma(4, scale 5) (rate 1/5) moved the φ mean by log 25 and
-/// failed; using sd = 1/λ instead of 1/√λ failed the λ·(W − μ)² mean.
+/// Break-once (each restored): drawing λ from Gamma(4, scale 5) (rate 1/5) moved the φ mean
+/// by log 25 (2.86 against −0.353) and failed; sd = 1/λ instead of 1/√λ failed the
+/// λ·(W − μ)² mean (1.68 against 1).
 #[test]
 fn prior_draws_have_the_gamma_log_precision_marginal() {
     let m = tiny_model();
@@ -379,8 +381,8 @@ fn prior_draws_have_the_gamma_log_precision_marginal() {
 /// included (a missing ½φ per row shifts the φ marginal), and MALA's proposals use the
 /// gradient. Tolerance: 4 Monte Carlo standard errors (autocorrelation-aware, mcse_mean).
 ///
-/// Break-once: with n/2 in place of (n + 1)/2 (μ's normaliser dropped) the φ mean moved to
-/// ≈ −0.55 against −0.353 and the test failed (|z| ≈ 20).
+/// Break-once: with n/2 in place of (n + 1)/2 (μ's normaliser dropped, density and gradient
+/// alike) the φ mean moved to −0.508 against −0.353 (mcse 0.0044) and the test failed.
 #[test]
 fn mala_on_the_prior_recovers_the_log_precision_mean() {
     let m = tiny_model();
@@ -445,8 +447,8 @@ fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf 
     p
 }
 
-/// Break-once: accepting id 0 (no zero check in `parse_id`) made the zero-id case load and
-/// fail here.
+/// Break-once: accepting id 0 (no zero check in `parse_id`) made `zero.base` load, and the
+/// test failed on its `unwrap_err`.
 #[test]
 fn loader_errors_name_the_file_and_line() {
     let d = tempfile::tempdir().unwrap();
