@@ -54,7 +54,7 @@
 use super::{
     DataIndex, Model, ModelError, Predictive, PredictiveTask, Scratch, TermMoments, debug_check_dim,
 };
-use crate::data::{DataError, Dataset, Features};
+use crate::data::{DataError, Dataset, Features, PREFETCH_DISTANCE, prefetch_element};
 use crate::rng::ChainRng;
 use rand::RngExt;
 
@@ -294,6 +294,27 @@ impl Pmf {
         (r.value - dot(&theta[u..u + d], &theta[v..v + d]), u, v)
     }
 
+    /// Prefetch for `batch[k]`'s successors: the record `2·PREFETCH_DISTANCE` places on, and
+    /// the first and last elements of the θ and gradient rows of the one `PREFETCH_DISTANCE`
+    /// on (records 1.3 MB, θ and the gradient 420 KB each on MovieLens 100K: random rows miss
+    /// L1). Hints only: results are bitwise those without it.
+    #[inline(always)]
+    fn prefetch(&self, theta: &[f64], grad: &[f64], batch: &[DataIndex], k: usize) {
+        if let Some(&n) = batch.get(k + 2 * PREFETCH_DISTANCE) {
+            prefetch_element(&self.ratings, n as usize);
+        }
+        if let Some(&n) = batch.get(k + PREFETCH_DISTANCE) {
+            let r = self.ratings[n as usize];
+            let d = self.d;
+            let u = r.user as usize * d;
+            let v = self.v0 + r.item as usize * d;
+            for at in [u, u + d - 1, v, v + d - 1] {
+                prefetch_element(theta, at);
+                prefetch_element(grad, at);
+            }
+        }
+    }
+
     /// log p of one W block (rows `n` at `w0`, μ at `m0`, φ at `p0`), constants dropped.
     fn log_prior_block(&self, theta: &[f64], (w0, n, m0, p0): (usize, usize, usize, usize)) -> f64 {
         let d = self.d;
@@ -477,7 +498,8 @@ impl Model for Pmf {
         debug_check_dim(self, theta);
         let d = self.d;
         let wa = weight * self.alpha;
-        for &n in batch {
+        for (k, &n) in batch.iter().enumerate() {
+            self.prefetch(theta, grad, batch, k);
             let (e, u, v) = self.residual(theta, n);
             let c = wa * e;
             axpy(c, &theta[v..v + d], &mut grad[u..u + d]);
@@ -497,7 +519,8 @@ impl Model for Pmf {
         let d = self.d;
         let wa = weight * self.alpha;
         let mut sse = 0.0;
-        for &n in batch {
+        for (k, &n) in batch.iter().enumerate() {
+            self.prefetch(theta, grad, batch, k);
             let (e, u, v) = self.residual(theta, n);
             sse += e * e;
             let c = wa * e;
