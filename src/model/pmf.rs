@@ -62,6 +62,9 @@ use rand::RngExt;
 /// stack, so the prior needs no workspace (d = 20 is one pass).
 const PRIOR_CHUNK: usize = 32;
 
+/// Seed of the fixed stream behind [`Model::map_start`].
+const MAP_START_SEED: u64 = 0x504d_465f_4d41_50;
+
 /// Settings of [`Pmf`] (defaults: the paper's).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PmfSettings {
@@ -565,6 +568,20 @@ impl Model for Pmf {
 
     /// φ_k = log λ_k with λ_k ~ Gamma(a₀, rate b₀), then μ ~ N(0, diag(λ)⁻¹), then each row
     /// ~ N(μ, diag(λ)⁻¹); U's block first, then V's.
+    /// U = V = 0 is a stationary point of the likelihood (∇_U vanishes at V = 0), so L-BFGS
+    /// from zeros would fit only the hyperparameters. The MAP search starts instead from factors
+    /// drawn i.i.d. N(0, 0.1²) from a fixed stream (the same point for every run), μ = 0 and
+    /// λ = 1 (φ = 0).
+    fn map_start(&self) -> Vec<f64> {
+        let mut theta = vec![0.0; self.dim()];
+        let mut rng = crate::rng::stream(MAP_START_SEED, 0);
+        let factors = (self.users + self.items) * self.d;
+        for v in &mut theta[..factors] {
+            *v = 0.1 * rng.sample::<f64, _>(rand_distr::StandardNormal);
+        }
+        theta
+    }
+
     fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {
         if out.len() != self.dim() {
             return Err(ModelError::Setting(format!(
