@@ -74,6 +74,11 @@ pub struct DataConfig {
     /// 1-based ids) for `kind = "pmf"`: features = 0-based (user, item), target = the rating.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub movielens: Option<PathBuf>,
+    /// MNIST in gzipped IDX (for `kind = "bnn"`): the directory (its `train` split) or the
+    /// directory joined with a split prefix (`.../mnist/train`, `.../mnist/t10k`). Pixels /255
+    /// as f64 features, the digit as the target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mnist: Option<PathBuf>,
 }
 
 /// Built-in synthetic logistic-regression data, all from `seed`: the demo's (x ~ N(0, I),
@@ -218,6 +223,16 @@ pub enum ModelConfig {
         #[serde(default = "default_prior_variance")]
         log_noise_prior_variance: f64,
     },
+    /// Bayesian neural network I-H-K with a softmax hidden layer (reference §5.6):
+    /// β = softmax(softmax(xᵀB + b)·A + a), N(0, σ²) on every weight; labels 0..K−1.
+    Bnn {
+        /// Hidden width H.
+        #[serde(default = "default_bnn_hidden")]
+        hidden: usize,
+        /// Prior variance σ² of every weight.
+        #[serde(default = "one")]
+        prior_variance: f64,
+    },
     /// Gaussian location model xᵢ ~ N(θ, Σ) (no targets).
     Gaussian {
         /// Σ, row-major D×D (default: the identity).
@@ -227,6 +242,10 @@ pub enum ModelConfig {
         #[serde(default = "default_prior_variance")]
         prior_variance: f64,
     },
+}
+
+fn default_bnn_hidden() -> usize {
+    crate::model::BNN_DEFAULT_HIDDEN
 }
 
 fn default_sparse_nu() -> f64 {
@@ -1178,6 +1197,7 @@ fn resolve_data_paths(data: &mut DataConfig, base: &Path) {
         &mut data.bike_sharing,
         &mut data.nba_games,
         &mut data.movielens,
+        &mut data.mnist,
     ]
     .into_iter()
     .flatten()

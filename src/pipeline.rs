@@ -88,13 +88,16 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         cfg.bike_sharing.is_some(),
         cfg.nba_games.is_some(),
         cfg.movielens.is_some(),
+        cfg.mnist.is_some(),
     ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(PipelineError::Other(
-            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing`, `nba_games` or `movielens`".into(),
+            "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing`, `nba_games`, `movielens` or `mnist`".into(),
         ));
     }
-    let ds = if let Some(path) = &cfg.bike_sharing {
+    let ds = if let Some(path) = &cfg.mnist {
+        load_mnist(path)?
+    } else if let Some(path) = &cfg.bike_sharing {
         data::load_bike_sharing(path)?
     } else if let Some(path) = &cfg.nba_games {
         data::load_nba_games(path)?
@@ -168,6 +171,40 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
     };
     data::validate(&ds)?;
     Ok(ds)
+}
+
+/// `[data] mnist`: a directory (its `train` split) or a directory joined with a split prefix
+/// (`.../train`, `.../t10k`), as f64 pixels /255 and the digit as target.
+fn load_mnist(path: &Path) -> Result<Dataset, PipelineError> {
+    let (dir, split) = if path.is_dir() {
+        (path, "train")
+    } else {
+        match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(dir), Some(split)) if dir.is_dir() => (dir, split),
+            _ => {
+                return Err(PipelineError::Other(format!(
+                    "[data] mnist = {}: neither an MNIST directory nor a directory joined with \
+                     a split prefix (e.g. .../mnist/train or .../mnist/t10k)",
+                    path.display()
+                )));
+            }
+        }
+    };
+    let (images, labels) = data::idx::mnist_pair::<f64>(dir, split)?;
+    Ok(Dataset {
+        features: Features::F64(images),
+        targets: Some(labels.into_iter().map(f64::from).collect()),
+        feature_names: Vec::new(),
+        features_source: dir
+            .join(format!("{split}-images-idx3-ubyte"))
+            .display()
+            .to_string(),
+        targets_source: Some(
+            dir.join(format!("{split}-labels-idx1-ubyte"))
+                .display()
+                .to_string(),
+        ),
+    })
 }
 
 fn is_npy(path: &Path) -> bool {
@@ -307,6 +344,10 @@ pub fn build_predictive_model(
             )?)
         }
         ModelConfig::Pmf { .. } => Box::new(build_pmf(cfg, data)?),
+        ModelConfig::Bnn {
+            hidden,
+            prior_variance,
+        } => Box::new(crate::model::Bnn::new(data, *hidden, *prior_variance)?),
         ModelConfig::Gaussian { .. } => {
             return Err(PipelineError::Model(ModelError::Unsupported {
                 model: "gaussian",

@@ -7,6 +7,7 @@
 //! Hot calls write into caller-provided buffers and get a reusable [`Scratch`], so a sampler
 //! iteration does not allocate.
 
+mod bnn;
 mod bradley_terry;
 mod gaussian;
 mod glm;
@@ -21,6 +22,7 @@ mod prior;
 pub mod sparse_regression;
 mod terms;
 
+pub use bnn::{BNN_BLOCK, BNN_DEFAULT_HIDDEN, Bnn};
 pub use bradley_terry::BradleyTerry;
 pub use gaussian::GaussianModel;
 pub use glm::{Family, Glm};

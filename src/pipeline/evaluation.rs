@@ -159,11 +159,12 @@ fn check_table(ev: &EvaluationConfig, model: &ModelConfig) -> Result<(), Pipelin
             t.table.is_some(),
             t.libsvm.is_some(),
             t.movielens.is_some(),
+            t.mnist.is_some(),
         ];
         if given.iter().filter(|&&g| g).count() != 1 {
             return Err(other(
                 "[evaluation.test] needs exactly one of `features` (with `targets`), `table` \
-                 (with `target`), `libsvm` or `movielens`"
+                 (with `target`), `libsvm`, `movielens` or `mnist`"
                     .into(),
             ));
         }
@@ -171,7 +172,7 @@ fn check_table(ev: &EvaluationConfig, model: &ModelConfig) -> Result<(), Pipelin
     if (ev.test_fraction.is_some() || ev.test.is_some()) && !has_predictive(model) {
         return Err(other(format!(
             "[evaluation] a test split needs a model with a predictive distribution \
-             p(y | x, theta) (logistic, linear or poisson); model `{}` has none",
+             p(y | x, theta) (logistic, linear, poisson or bnn); model `{}` has none",
             model_kind(model)
         )));
     }
@@ -187,6 +188,7 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::BradleyTerry { .. } => "bradley_terry",
         ModelConfig::SparseRegression { .. } => "sparse_regression",
         ModelConfig::Pmf { .. } => "pmf",
+        ModelConfig::Bnn { .. } => "bnn",
     }
 }
 
