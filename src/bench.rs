@@ -10,8 +10,10 @@
 //! a loop that only gathers and sums the same rows with the same index stream, timed here.
 //!
 //! `sgmcmc bench --matrix` (module [`matrix`]) times every sampler with every estimator instead;
-//! `sgmcmc bench --ksd` (module [`ksd`]) times the KSD and full-batch scores at thinned draws.
+//! `sgmcmc bench --ksd` (module [`ksd`]) times the KSD and full-batch scores at thinned draws;
+//! `sgmcmc bench --bnn DIR` (module [`bnn`]) times the MNIST network's gradient.
 
+mod bnn;
 mod ksd;
 mod matrix;
 
@@ -62,6 +64,13 @@ pub struct BenchArgs {
     /// With --ksd: draws at which full-batch scores are timed.
     #[arg(long, default_value_t = 200, requires = "ksd")]
     score_draws: usize,
+    /// Instead: the 784-100-10 network's gradient on the MNIST train split in this directory
+    /// (gradients/s, GFLOP/s against the measured faer GEMM peak of the same shapes, SGLD it/s).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["matrix", "ksd", "batches", "precision"])]
+    bnn: Option<PathBuf>,
+    /// With --bnn: the minibatch size.
+    #[arg(long, default_value_t = 600, requires = "bnn")]
+    bnn_batch: usize,
     /// With --matrix or --ksd: also write the table as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -163,6 +172,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     if args.ksd {
         return ksd::ksd(args);
+    }
+    if let Some(dir) = &args.bnn {
+        return bnn::bnn(args, dir);
     }
     for p in &args.precision {
         if p != "f64" && p != "f32" {
