@@ -91,7 +91,7 @@ fn per_datum(m: &Bnn, theta: &[f64], batch: &[DataIndex]) -> Vec<f64> {
 /// both and far below any real error (gradients here are O(1)–O(10)).
 ///
 /// Break-once: dZ1 = H ⊙ dH (the rowsum term of the softmax Jacobian dropped) made the B and b
-/// coordinates fail (e.g. B[0,0]: 1.04 vs 0.61); restored.
+/// coordinates fail (B[0,0]: gradient −0.421 vs central difference −0.056); restored.
 #[test]
 fn gradients_match_central_differences() {
     let m = model(false, 1024);
@@ -143,8 +143,8 @@ fn gradients_match_central_differences() {
 /// Σ per-datum rows = batch gradient (to 1e-12 of its size) on a batch with repeated indices,
 /// the weight scales it, and `log_lik_and_add_grad` returns Σ `log_lik_each`.
 ///
-/// Break-once: writing ∇_b = 2·dz1 in `write_term` failed the first assertion (difference
-/// 2.7 against 1e-11); restored.
+/// Break-once: writing ∇_b = 2·dz1 in `write_term` failed the first assertion (per-datum sum
+/// against the batch gradient); restored.
 #[test]
 fn per_datum_gradients_sum_to_the_batch_gradient() {
     let m = model(false, 1024);
@@ -211,8 +211,8 @@ fn blocked_processing_agrees_with_one_block() {
 /// f32 features: bit-identical to f64 features holding the same (f32-rounded) values, and
 /// within ~1e-6 of the gradient on the unrounded f64 features.
 ///
-/// Break-once: the f32 gather copying `s.to_f64() as f32 as f64 * 1.0001` failed the
-/// bit-identical comparison; restored.
+/// Break-once: scaling the gathered f32 rows by 1.0001 failed the bit-identical comparison;
+/// restored.
 #[test]
 fn f32_features_give_the_f64_gradient() {
     let (x, y) = data(11);
@@ -234,7 +234,7 @@ fn f32_features_give_the_f64_gradient() {
 /// exp(log_lik_each), and returns that log-likelihood.
 ///
 /// Break-once: `predict` skipping the hidden bias b failed the comparison with log_lik_each
-/// (differences ~0.1); restored.
+/// (row 0: −2.004 vs −2.339); restored.
 #[test]
 fn predict_matches_the_likelihood() {
     let (x, y) = data(11);
@@ -267,8 +267,8 @@ fn predict_matches_the_likelihood() {
 /// The fused terms method: its gradient is the batch gradient, and the moments it feeds equal
 /// those of the dense per-datum rows (differences from a centre for control variates).
 ///
-/// Break-once: subtracting the centre's ∇_a term with `+=` instead of `-=` failed the
-/// centred second-moment comparison; restored.
+/// Break-once: adding the centre's ∇_a term (`+=` instead of `-=`) failed the sum-of-terms
+/// comparison `s1 == s2`; restored.
 #[test]
 fn terms_match_dense_per_datum_rows() {
     let m = model(false, 7);
@@ -308,7 +308,7 @@ fn terms_match_dense_per_datum_rows() {
 /// Prior draws have variance σ² (here 2): 200·58 draws, sd of the variance estimate
 /// σ²·√(2/11600) ≈ 0.026; 5 sd allowed. The prior is −‖θ‖²/(2σ²).
 ///
-/// Break-once: drawing with sd σ² instead of σ gave variance 4.0 and failed; restored.
+/// Break-once: drawing with sd σ² instead of σ failed the variance assertion; restored.
 #[test]
 fn prior_draws_and_density() {
     let m = model(false, 1024);
@@ -331,6 +331,8 @@ fn prior_draws_and_density() {
 }
 
 /// Bad settings and data are errors that name the problem.
+///
+/// Break-once: accepting hidden = 0 in `Bnn::new` failed the first `unwrap_err`; restored.
 #[test]
 fn bad_input_is_a_clear_error() {
     let (x, mut y) = data(11);
@@ -353,7 +355,8 @@ const MNIST: &str = "/work/shared/data/mnist";
 /// test accuracy from chance (0.09) to 0.83 (asserted > 0.7;
 /// a broken gradient would not), and the test metrics run on 10,000 rows.
 ///
-/// Break-once: flipping the sign of dZ2 (P − Y) left accuracy at 0.10 and failed; restored.
+/// Break-once: flipping the sign of dZ2 (P − Y) gave accuracy 0.091 → 0.103 and failed;
+/// restored.
 #[test]
 fn mnist_through_the_run_file() {
     if !Path::new(MNIST).join("train-images-idx3-ubyte.gz").exists() {
