@@ -32,8 +32,8 @@ pub struct Config {
 }
 
 /// Data sources: exactly one of `features` (+ `targets`), `table` (+ `target`), `libsvm`,
-/// `synthetic`, `bike_sharing`, `nba_games` or `movielens`. Relative paths are relative to the run file's
-/// directory.
+/// `synthetic`, `bike_sharing`, `nba_games`, `movielens` or `mnist`. Relative paths are relative
+/// to the run file's directory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataConfig {
