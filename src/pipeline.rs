@@ -950,7 +950,7 @@ pub fn execute(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
-    execute_keeping_draws(cfg, model, zarr_path, progress, stop).map(|(outcome, _)| outcome)
+    execute_keeping_draws(cfg, model, zarr_path, None, progress, stop).map(|(outcome, _)| outcome)
 }
 
 /// [`execute`] on a [`prepare`]d run, then its `[evaluation]` (if any) over the summarised
@@ -973,8 +973,22 @@ pub fn execute_prepared_keeping_draws(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
+    execute_prepared_with_sink(cfg, prepared, zarr_path, None, progress, stop)
+}
+
+/// [`execute_prepared_keeping_draws`], the draws also sent to `extra` (e.g. an
+/// [`io::TimingSink`](crate::io::TimingSink) recording when each was produced).
+pub fn execute_prepared_with_sink(
+    cfg: &Config,
+    prepared: &Prepared,
+    zarr_path: Option<&Path>,
+    extra: Option<&dyn DrawSink>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let model = prepared.model();
-    let (mut outcome, chains) = execute_keeping_draws(cfg, model, zarr_path, progress, stop)?;
+    let (mut outcome, chains) =
+        execute_keeping_draws(cfg, model, zarr_path, extra, progress, stop)?;
     if let Some(ev) = &prepared.evaluation {
         let kept: Vec<&[f64]> = outcome
             .summarised_chains
@@ -997,6 +1011,7 @@ fn execute_keeping_draws(
     cfg: &Config,
     model: &dyn Model,
     zarr_path: Option<&Path>,
+    extra: Option<&dyn DrawSink>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
@@ -1048,14 +1063,18 @@ fn execute_keeping_draws(
         }
         None => None,
     };
-    let tee;
-    let sink: &dyn DrawSink = match &zarr {
+    let (tee, tee_extra);
+    let mut sink: &dyn DrawSink = match &zarr {
         Some(z) => {
             tee = Tee::new(z, &memory);
             &tee
         }
         None => &memory,
     };
+    if let Some(extra) = extra {
+        tee_extra = Tee::new(sink, extra);
+        sink = &tee_extra;
+    }
 
     let centre = map.as_ref().map(|m| m.theta.as_slice());
     let make_chain = |c: usize, rng: &mut crate::rng::ChainRng| -> Result<Chain<'_>, RunError> {

@@ -1,10 +1,11 @@
 //! Output: where draws go ([`sink`]: in memory, or streamed to a Zarr store that ArviZ opens)
-//! and the run summary written as JSON.
+//! and the run summary written as JSON; [`plot`]: SVG figures of a metric against time.
 
+pub mod plot;
 pub mod sink;
 pub mod summary;
 pub mod zarr;
 
-pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee};
+pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
 pub use zarr::{StoredDraws, ZarrSink, read_draws};

@@ -1,7 +1,9 @@
-//! Destinations for a run's draws: the [`DrawSink`] / [`ChainWriter`] traits and the in-memory [`MemorySink`].
+//! Destinations for a run's draws: the [`DrawSink`] / [`ChainWriter`] traits, the in-memory
+//! [`MemorySink`], [`Tee`], and [`TimingSink`] (when each draw was produced).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 /// Where a run's draws go. One `ChainWriter` per chain; writers of different chains are used from different threads at the same time.
 pub trait DrawSink: Send + Sync {
@@ -215,6 +217,99 @@ impl ChainWriter for TeeWriter<'_> {
     }
 }
 
+/// Records when each draw arrives, not the draw: seconds since the chain's writer was created
+/// (the runner creates it just before the chain starts, after the chain is built, so the times
+/// are on the clock of a wall-clock budget). Combine with another sink through [`Tee`]; e.g.
+/// the KSD of a run's prefix up to time t (the MAMBA paper's Figures 1–3).
+#[derive(Debug)]
+pub struct TimingSink {
+    chains: Mutex<Vec<Option<Vec<f64>>>>,
+}
+
+impl TimingSink {
+    /// An empty recorder for `chains` chains.
+    pub fn new(chains: usize) -> Self {
+        Self {
+            chains: Mutex::new(vec![None; chains]),
+        }
+    }
+
+    /// Each chain's draw times in seconds, in draw order (non-decreasing); empty for a chain
+    /// that never wrote.
+    pub fn into_times(self) -> Vec<Vec<f64>> {
+        self.chains
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect()
+    }
+}
+
+impl DrawSink for TimingSink {
+    fn chain_writer(&self, chain: usize) -> Result<Box<dyn ChainWriter + '_>, SinkError> {
+        let mut slots = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
+        let chains = slots.len();
+        let slot = slots
+            .get_mut(chain)
+            .ok_or(SinkError::ChainOutOfRange { chain, chains })?;
+        if slot.is_some() {
+            return Err(SinkError::ChainTaken(chain));
+        }
+        *slot = Some(Vec::new());
+        Ok(Box::new(TimingChainWriter {
+            sink: self,
+            chain,
+            start: Instant::now(),
+            times: Vec::new(),
+            handed_over: false,
+        }))
+    }
+}
+
+/// [`ChainWriter`] of a [`TimingSink`]: one `Instant::now()` per draw (tens of ns).
+struct TimingChainWriter<'a> {
+    sink: &'a TimingSink,
+    chain: usize,
+    start: Instant,
+    times: Vec<f64>,
+    handed_over: bool,
+}
+
+impl TimingChainWriter<'_> {
+    fn hand_over(&mut self) -> usize {
+        let n = self.times.len();
+        if !self.handed_over {
+            self.handed_over = true;
+            let times = std::mem::take(&mut self.times);
+            let mut slots = self
+                .sink
+                .chains
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            slots[self.chain] = Some(times);
+        }
+        n
+    }
+}
+
+impl ChainWriter for TimingChainWriter<'_> {
+    fn push(&mut self, _draw: &[f64]) -> Result<(), SinkError> {
+        self.times.push(self.start.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<usize, SinkError> {
+        Ok(self.hand_over())
+    }
+}
+
+impl Drop for TimingChainWriter<'_> {
+    fn drop(&mut self) {
+        self.hand_over();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +364,25 @@ mod tests {
         // Dropped without finish: draws are still kept.
         drop(w);
         assert_eq!(sink.into_chains(), vec![vec![1.0, 2.0]]);
+    }
+
+    #[test]
+    fn timing_sink_records_non_decreasing_times_per_chain() {
+        let sink = TimingSink::new(2);
+        let mut w = sink.chain_writer(0).unwrap();
+        w.push(&[1.0]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        w.push(&[2.0]).unwrap();
+        assert_eq!(w.finish().unwrap(), 2);
+        assert!(matches!(
+            sink.chain_writer(0).err(),
+            Some(SinkError::ChainTaken(0))
+        ));
+        let times = sink.into_times();
+        assert_eq!(times[0].len(), 2);
+        assert!(times[1].is_empty());
+        // The sleep lies between the two pushes: at least 20 ms apart.
+        assert!(times[0][0] >= 0.0, "{:?}", times[0]);
+        assert!(times[0][1] - times[0][0] >= 0.02, "{:?}", times[0]);
     }
 }
