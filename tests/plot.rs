@@ -4,9 +4,11 @@
 //!
 //! Checked once by breaking the code (each restored afterwards):
 //! - `src/io/plot.rs`, the legend drawn only when `any_legend` is false (inverted):
-//!   `writes_one_panel_per_sampler_with_every_label` failed (no "grid search" text).
+//!   `writes_one_panel_per_sampler_with_every_label` and `muted_series_have_no_legend_entry`
+//!   failed (no legend text).
 //! - `src/io/plot.rs`, `validate` without the drawable-point check:
-//!   `nan_only_and_non_positive_log_series_are_named_errors` failed (no error returned).
+//!   `nan_only_and_non_positive_log_series_are_named_errors` failed (plotters panicked on the
+//!   non-finite axis range).
 //! - `src/io/plot.rs`, bands skipped (`if s.sd.is_none()` for `is_some()`):
 //!   `bands_are_drawn_only_for_series_with_sd` failed (no translucent polygon).
 
