@@ -67,7 +67,7 @@ pub enum Experiment {
     },
     /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
     MambaLogreg {
-        /// Output directory: report.json, tables.md, and each sampler's run file (configs/).
+        /// Output directory: report.json, tables.md, ksd_curves.svg (KSD against time, the paper's Figure 1), and each sampler's run file (configs/).
         #[arg(long, default_value = "mamba_logreg_out")]
         out: PathBuf,
         /// The NUTS reference (JSON): read if it exists, else computed (2 chains x (500 + 1000)) and written.
@@ -109,6 +109,9 @@ pub enum Experiment {
         /// Subsample m of MAMBA's control-variate scores (1 % of the 800,000 training rows by default).
         #[arg(long, default_value_t = 10_000)]
         score_subsample: usize,
+        /// Checkpoints of the KSD-against-time curves (evenly spaced up to --final-seconds).
+        #[arg(long, default_value_t = 10)]
+        curve_points: usize,
     },
     /// Minibatch MH paper §5.1: the Gaussian mixture (N = 10,000, T = 110, m = 200, random walk diag(0.03, 0.03)); the minibatch Barker test (grow and skip), the workshop test, Austerity and full-data MH against the exact tempered posterior (KS per coordinate), data used per test, skips as m grows.
     MhMixture {
@@ -274,7 +277,11 @@ pub fn run(which: Experiment) -> Result<()> {
             seed,
             data_seed,
             score_subsample,
+            curve_points,
         } => {
+            if curve_points == 0 {
+                anyhow::bail!("--curve-points must be at least 1");
+            }
             let settings = MambaLogregSettings {
                 rows,
                 budget_seconds,
@@ -292,6 +299,7 @@ pub fn run(which: Experiment) -> Result<()> {
                 seed,
                 data_seed,
                 score_subsample,
+                curve_points,
                 ..MambaLogregSettings::default()
             };
             let configs = out.join("configs");
@@ -312,8 +320,17 @@ pub fn run(which: Experiment) -> Result<()> {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
             write_tables_and_report(&out, &mamba_logreg::markdown(&report), &report)?;
+            let svg = out.join("ksd_curves.svg");
+            let left_out = mamba_logreg::write_ksd_curves(&svg, &report)
+                .with_context(|| format!("cannot plot {}", svg.display()))?;
+            if !left_out.is_empty() {
+                println!(
+                    "ksd_curves.svg leaves out (no finite KSD): {}",
+                    left_out.join(", ")
+                );
+            }
             println!(
-                "{:.1} s; wrote {}/tables.md, report.json and configs/",
+                "{:.1} s; wrote {}/tables.md, report.json, ksd_curves.svg and configs/",
                 report.seconds,
                 out.display()
             );

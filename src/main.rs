@@ -99,6 +99,10 @@ enum Command {
         /// Output directory (rounds.csv, tune.json, winner.toml, winner_draws.zarr).
         #[arg(long, default_value = "tune_out")]
         out: PathBuf,
+        /// Also draw MAMBA's round-by-round metric per arm (log scale; the arms of the last
+        /// round in colour, pruned arms in grey, ending where they were pruned) as SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
     },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
     /// (--matrix: every sampler x estimator).
@@ -139,7 +143,8 @@ fn main() -> ExitCode {
             config,
             method,
             out,
-        } => tune::tune(&config, &out, method),
+            plot,
+        } => tune::tune(&config, &out, method, plot.as_deref()),
         Command::Bench(args) => bench::bench(&args),
         Command::Experiment { which } => experiment::run(which),
     };

@@ -1,14 +1,16 @@
-//! `sgmcmc tune CONFIG [--method mamba|grid-search|heuristic] [--out DIR]`: the tuners of
-//! `sgmcmc::tuning` over a run file's `[tune]` table, with the per-round table printed and
-//! written (`rounds.csv`, `tune.json`), the winner as a run file (`winner.toml`) and the
-//! winner's draws (`winner_draws.zarr`).
+//! `sgmcmc tune CONFIG [--method mamba|grid-search|heuristic] [--out DIR] [--plot FILE.svg]`:
+//! the tuners of `sgmcmc::tuning` over a run file's `[tune]` table, with the per-round table
+//! printed and written (`rounds.csv`, `tune.json`), the winner as a run file (`winner.toml`),
+//! the winner's draws (`winner_draws.zarr`) and, for MAMBA, the metric of every arm round by
+//! round as SVG (`--plot`).
 
 use anyhow::{Context, Result};
 use sgmcmc::config::Config;
+use sgmcmc::io::plot::{self, Figure, Panel, Series, SeriesStyle};
 use sgmcmc::io::{DrawSink, ZarrSink};
 use sgmcmc::model::Model;
 use sgmcmc::pipeline::{self, TuneMethod, TuneSession};
-use sgmcmc::tuning::{ArmRound, GridPoint};
+use sgmcmc::tuning::{ArmRound, GridPoint, TuneMetricSettings};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
@@ -35,7 +37,13 @@ impl From<MethodArg> for TuneMethod {
 }
 
 /// `sgmcmc tune`.
-pub fn tune(config: &Path, out: &Path, method: MethodArg) -> Result<()> {
+pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -> Result<()> {
+    if plot.is_some() && method != MethodArg::Mamba {
+        anyhow::bail!(
+            "--plot draws MAMBA's rounds; --method {} has none",
+            method_name(method)
+        );
+    }
     let started = Instant::now();
     let cfg = Config::from_file(config)?;
     let prepared = pipeline::prepare(&cfg)?;
@@ -60,14 +68,31 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg) -> Result<()> {
         TuneMethod::Mamba => {
             let settings = session.mamba_settings()?;
             let mut csv = String::from(CSV_HEADER);
+            let mut per_arm_budgets = Vec::new();
             let mut on_round = |records: &[ArmRound], budget: f64| {
                 print_round(records, budget, settings.budget.unit());
+                per_arm_budgets.push(budget);
                 for (i, r) in records.iter().enumerate() {
                     csv_row(&mut csv, i + 1, r);
                 }
             };
             let (arms, outcome) = session.mamba(&settings, &mut on_round)?;
             std::fs::write(out.join("rounds.csv"), csv)?;
+            if let Some(path) = plot {
+                let metric = match settings.metric {
+                    TuneMetricSettings::Ksd(_) => "KSD",
+                    TuneMetricSettings::Fssd(..) => "FSSD-opt",
+                };
+                let figure = rounds_figure(
+                    &format!("sgmcmc tune {}", config.display()),
+                    metric,
+                    settings.budget.unit(),
+                    &outcome.rounds,
+                    &per_arm_budgets,
+                )?;
+                plot::write_svg(path, &figure)?;
+                println!("rounds plot: {}", path.display());
+            }
             let wall = started.elapsed().as_secs_f64();
             let nominal = outcome.total_budget;
             println!(
@@ -179,6 +204,72 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg) -> Result<()> {
         println!("rounds: {}", out.join("rounds.csv").display());
     }
     Ok(())
+}
+
+/// MAMBA's metric per arm against the cumulative budget per arm (x after round i: r₀ + … + rᵢ):
+/// one line per arm, ending at the round that pruned it (grey), the last round's arms in colour
+/// with a legend. Non-finite metrics (diverged arms) are gaps.
+fn rounds_figure(
+    title: &str,
+    metric: &str,
+    unit: &str,
+    rounds: &[Vec<ArmRound>],
+    per_arm_budgets: &[f64],
+) -> Result<Figure> {
+    let cumulative: Vec<f64> = per_arm_budgets
+        .iter()
+        .scan(0.0, |sum, b| {
+            *sum += b;
+            Some(*sum)
+        })
+        .collect();
+    let mut arms: Vec<usize> = rounds.iter().flatten().map(|r| r.arm).collect();
+    arms.sort_unstable();
+    arms.dedup();
+    let last = rounds.len().saturating_sub(1);
+    let series: Vec<Series> = arms
+        .iter()
+        .map(|&arm| {
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            let mut label = String::new();
+            let mut reached_last = false;
+            for (i, round) in rounds.iter().enumerate() {
+                if let Some(r) = round.iter().find(|r| r.arm == arm) {
+                    x.push(cumulative.get(i).copied().unwrap_or(i as f64 + 1.0));
+                    y.push(r.metric);
+                    label = format!("arm {arm}: {}", r.label);
+                    reached_last = i == last;
+                }
+            }
+            let mut s = Series::line(label, x, y);
+            if !reached_last {
+                s.style = SeriesStyle::Muted;
+            }
+            s
+        })
+        .collect();
+    // Arms whose every round diverged have nothing to draw.
+    let drawable: Vec<Series> = series
+        .into_iter()
+        .filter(|s| s.mean.iter().any(|v| v.is_finite() && *v > 0.0))
+        .collect();
+    let mut figure = Figure::new(
+        format!("{title}: {metric} by round"),
+        format!("cumulative budget per arm ({unit})"),
+        metric,
+        true,
+        vec![Panel {
+            title: format!(
+                "MAMBA: {} arms, {} rounds (grey: pruned)",
+                arms.len(),
+                rounds.len()
+            ),
+            series: drawable,
+        }],
+    );
+    figure.panel_size = (820, 520);
+    Ok(figure)
 }
 
 fn method_name(m: MethodArg) -> &'static str {

@@ -8,6 +8,8 @@
 //! Checked once by breaking the code (each restored afterwards):
 //! - `src/tune.rs`, rounds.csv rows written with rank 0: `mamba_writes_its_outputs_and_a_
 //!   runnable_winner` failed.
+//! - `src/tune.rs`, `rounds_figure` muting the arms that reached the last round instead of
+//!   the pruned ones: `mamba_plot_draws_every_arm_and_highlights_the_last_round` failed.
 //! - `src/pipeline/tune.rs`, `winner_config` keeping the base `[sampler]` table (step 7.7e-4,
 //!   not a grid value): the MAMBA, grid-search and heuristic tests failed.
 //! - `src/pipeline/tune.rs`, `grid_selection` defaulting to KSD even with a test split:
@@ -313,6 +315,76 @@ fn heuristic_is_one_over_n_at_a_ten_percent_batch() {
 // ---------------------------------------------------------------------------------------------
 // 9. Errors.
 // ---------------------------------------------------------------------------------------------
+
+/// The trimmed contents of every `<text>` element of an SVG.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
+}
+
+/// `--plot`: one line per arm, the 4 arms of the last round in the legend (coloured), the 8
+/// pruned after round 0 drawn without one; grid search refuses `--plot`.
+#[test]
+fn mamba_plot_draws_every_arm_and_highlights_the_last_round() {
+    let dir = setup(&run_file(SGLD, "", TUNE));
+    let stdout = ok(
+        &[
+            "tune",
+            "run.toml",
+            "--out",
+            "out",
+            "--plot",
+            "out/rounds.svg",
+        ],
+        dir.path(),
+    );
+    assert!(stdout.contains("rounds plot: out/rounds.svg"), "{stdout}");
+    let svg = std::fs::read_to_string(dir.path().join("out/rounds.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"));
+    let texts = svg_texts(&svg);
+    assert!(
+        texts.contains(&"sgmcmc tune run.toml: KSD by round".to_string()),
+        "{texts:?}"
+    );
+    assert!(texts.contains(&"MAMBA: 12 arms, 2 rounds (grey: pruned)".to_string()));
+    assert!(texts.contains(&"cumulative budget per arm (gradient evaluations)".to_string()));
+
+    let csv = std::fs::read_to_string(dir.path().join("out/rounds.csv")).unwrap();
+    let rows: Vec<Vec<String>> = csv.lines().skip(1).map(fields).collect();
+    let legend: Vec<&String> = texts.iter().filter(|t| t.starts_with("arm ")).collect();
+    assert_eq!(legend.len(), 4, "{legend:?}");
+    for r in &rows {
+        let entry = format!("arm {}: {}", r[2], r[3]);
+        // Arms of round 1 (the last) have a legend entry; the others do not.
+        let in_last_round = rows.iter().any(|o| o[0] == "1" && o[2] == r[2]);
+        assert_eq!(legend.contains(&&entry), in_last_round, "{entry}");
+    }
+    // The 4 survivors' lines (two points each; the 8 pruned arms have one point, a marker)
+    // plus the 4 legend swatches.
+    assert!(
+        svg.matches("<polyline").count() >= 4 + 4,
+        "{}",
+        svg.matches("<polyline").count()
+    );
+
+    tune_fails_with_args(
+        &run_file(SGLD, "", TUNE),
+        &["--method", "grid-search", "--plot", "g.svg"],
+        &["--plot draws MAMBA's rounds", "grid-search"],
+    );
+}
+
+fn tune_fails_with_args(text: &str, args: &[&str], needles: &[&str]) {
+    let dir = setup(text);
+    let mut all = vec!["tune", "run.toml", "--out", "out"];
+    all.extend_from_slice(args);
+    assert_command_fails_with(&all, dir.path(), needles);
+}
 
 fn tune_fails_with(text: &str, method: &str, needles: &[&str]) {
     let dir = setup(text);

@@ -2,7 +2,10 @@
 //! `sgmcmc experiment` runs and the tests check (results in `docs/experiments/`).
 
 pub mod coreset_fig1;
-pub mod mamba_logreg;
+pub mod mamba;
 pub mod mh_mixture;
 pub mod mh_mnist;
 pub mod normal_gamma;
+
+/// The logistic-regression experiment under its former path.
+pub use mamba::logreg as mamba_logreg;

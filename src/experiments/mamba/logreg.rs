@@ -10,44 +10,31 @@
 //! Optionally (MAMBA-FSSD) the FSSD-opt metric, and a rank check: MAMBA again with the
 //! full-batch KSD of every arm's round computed beside the cheap metric, to measure their rank
 //! correlation.
+//!
+//! Built on the shared harness of [`super`]: this file holds the problem (data, model, grid),
+//! the NUTS reference, what a final run measures ([`LogregMetrics`]: the paper's KSD, with its
+//! curve against time, the exact KSD, ξ, accuracy) and the paper's tables.
 
-use crate::config::{Config, GridSelection};
+use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
+use crate::config::Config;
 use crate::diagnostics::accuracy;
-use crate::pipeline::{self, Prepared, TuneSession, winner_config};
+use crate::pipeline::{self, EvaluationOutcome, Prepared};
 use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
-use crate::stein::{ImqKernel, Kernel, every_kth_row, full_batch_scores, ksd};
-use crate::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
+use crate::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
+use crate::tuning::{ScoreFunction, TuneError};
 use serde::Serialize;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-/// The six samplers: (name, `[sampler]` table body, estimator).
-pub const SAMPLERS: [(&str, &str, &str); 6] = [
-    ("SGLD", "kind = \"sgld\"\nstep_size = 1e-5", "minibatch"),
-    (
-        "SGLD-CV",
-        "kind = \"sgld\"\nstep_size = 1e-5",
-        "control_variates",
-    ),
-    (
-        "SGHMC",
-        "kind = \"sghmc\"\nstep_size = 1e-6\ninner_steps = 5",
-        "minibatch",
-    ),
-    (
-        "SGHMC-CV",
-        "kind = \"sghmc\"\nstep_size = 1e-6\ninner_steps = 5",
-        "control_variates",
-    ),
-    ("SGNHT", "kind = \"sgnht\"\nstep_size = 1e-6", "minibatch"),
-    (
-        "SGNHT-CV",
-        "kind = \"sgnht\"\nstep_size = 1e-6",
-        "control_variates",
-    ),
-];
+pub use super::{
+    MambaTiming, RoundAgreement, SAMPLERS, choice, fmt_num, round_agreement, spearman,
+};
+
+/// One tuning method's choice and its final runs.
+pub type MethodResult = super::MethodResult<FinalRun>;
+/// One sampler's results.
+pub type SamplerResult = super::SamplerResult<FinalRun>;
 
 /// The paper's Table 5 (MAMBA-KSD, MAMBA-FSSD, grid search, heuristic): ξ·10² / KSD /
 /// accuracy % / draws, per sampler in [`SAMPLERS`] order.
@@ -160,6 +147,9 @@ pub struct MambaLogregSettings {
     pub score_subsample: usize,
     /// Threads for the arms (0: every core).
     pub threads: usize,
+    /// Checkpoints of the KSD-against-time curves (evenly spaced up to `final_seconds`; the
+    /// last is the final KSD).
+    pub curve_points: usize,
 }
 
 impl Default for MambaLogregSettings {
@@ -186,46 +176,60 @@ impl Default for MambaLogregSettings {
             final_score_subsample: 10_000,
             score_subsample: 10_000,
             threads: 0,
+            curve_points: 10,
         }
     }
 }
 
-/// `round i: label metric (draws), …`, best first: the kept arms, or every arm of a round of
-/// at most six.
-fn round_summary(round: &[ArmRound]) -> String {
-    let shown: Vec<String> = round
-        .iter()
-        .filter(|r| r.kept || round.len() <= 6)
-        .map(|r| {
-            let mark = if r.kept { "*" } else { "" };
-            format!("{mark}{} {:.4e} ({} draws)", r.label, r.metric, r.draws)
-        })
-        .collect();
-    format!(
-        "round {} ({} arms, * = kept): {}",
-        round.first().map_or(0, |r| r.round),
-        round.len(),
-        shown.join("; ")
-    )
-}
+impl MambaLogregSettings {
+    /// The harness's share of the settings.
+    pub fn harness(&self) -> HarnessSettings {
+        HarnessSettings {
+            seed: self.seed,
+            budget_seconds: self.budget_seconds,
+            final_seconds: self.final_seconds,
+            final_runs: self.final_runs,
+            samplers: self.samplers.clone(),
+            fssd: self.fssd,
+            fssd_only: self.fssd_only,
+            rank_check: self.rank_check.clone(),
+            score_subsample: self.score_subsample,
+            threads: self.threads,
+            curve_points: self.curve_points,
+        }
+    }
 
-/// One tuning method's choice and its final runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct MethodResult {
-    /// "MAMBA-KSD", "MAMBA-FSSD", "grid search" or "heuristic".
-    pub method: String,
-    /// The chosen settings.
-    pub settings: ArmSettings,
-    /// `log10 step / batch % [/ L]`, as the paper's Table 4.
-    pub choice: String,
-    /// Seconds the tuner took (wall).
-    pub tune_seconds: f64,
-    /// The mean over `runs` of every column (`diverged`: any run diverged).
-    pub mean: FinalRun,
-    /// Standard deviation of `ksd` over `runs` (0 for one run).
-    pub ksd_sd: f64,
-    /// Each final run, in seed order.
-    pub runs: Vec<FinalRun>,
+    /// The problem of §4.1 and the App. C.1.3 grid.
+    pub fn spec(&self) -> ExperimentSpec {
+        ExperimentSpec {
+            title: "MAMBA logistic regression (paper 000 §4.1)".into(),
+            problem_toml: format!(
+                r#"[data]
+synthetic = {{ rows = {rows}, dim = {dim}, seed = {data_seed}, generator = "mamba" }}
+
+[model]
+kind = "logistic"
+prior_variance = 10.0
+
+[evaluation]
+test_fraction = {test_fraction}
+"#,
+                rows = self.rows,
+                dim = self.dim,
+                data_seed = self.data_seed,
+                test_fraction = self.test_fraction,
+            ),
+            grid_toml: "log10_step_size = { from = -1.0, to = -7.5, by = 0.5 }\n\
+                        batch_size = [\"100%\", \"10%\", \"1%\", \"0.1%\"]\n"
+                .into(),
+            sghmc_inner_steps: vec![5, 10],
+            grid_search_toml: format!(
+                "estimates = {}\nbatch_size = \"10%\"\nstart_noise = 0.2\nselect_by = \"log_loss\"\n",
+                self.grid_estimates
+            ),
+            tune_thin: 10,
+        }
+    }
 }
 
 /// One final run of a chosen setting: the columns of the paper's Table 5.
@@ -234,7 +238,7 @@ pub struct FinalRun {
     /// Seed of the run.
     pub seed: u64,
     /// The run's KSD as MAMBA scores (the paper's): every 10th draw (≤ 20,000 of them),
-    /// surrogate scores on 10,000 points.
+    /// surrogate scores on 10,000 points. The last point of the method's KSD curve.
     pub ksd: f64,
     /// Draws in `ksd`.
     pub ksd_scored_draws: usize,
@@ -271,51 +275,6 @@ impl FinalRun {
     }
 }
 
-/// MAMBA's timing on one sampler (must-show 3).
-#[derive(Debug, Clone, Serialize)]
-pub struct MambaTiming {
-    /// Arms M.
-    pub arms: usize,
-    /// Nominal T (thread-CPU seconds).
-    pub nominal_seconds: f64,
-    /// MAP + MAMBA wall seconds.
-    pub wall_seconds: f64,
-    /// Sum of the arms' sampling CPU seconds.
-    pub sampling_cpu_seconds: f64,
-    /// Sum of build + score + metric seconds.
-    pub overhead_seconds: f64,
-    /// Threads.
-    pub threads: usize,
-}
-
-/// Rank agreement of the cheap metric with the full-batch KSD in one round.
-#[derive(Debug, Clone, Serialize)]
-pub struct RoundAgreement {
-    /// Round.
-    pub round: usize,
-    /// Arms with both metrics finite.
-    pub arms: usize,
-    /// Spearman's ρ over those arms.
-    pub spearman: f64,
-    /// Arms the cheap metric kept.
-    pub kept: usize,
-    /// How many of them the full-batch KSD would also have kept.
-    pub kept_agreeing: usize,
-}
-
-/// One sampler's results.
-#[derive(Debug, Clone, Serialize)]
-pub struct SamplerResult {
-    /// "SGLD", …
-    pub sampler: String,
-    /// MAMBA-KSD, [MAMBA-FSSD,] grid search, heuristic.
-    pub methods: Vec<MethodResult>,
-    /// MAMBA-KSD's timing (when it ran).
-    pub timing: Option<MambaTiming>,
-    /// The rank check, if asked for.
-    pub rank_check: Option<Vec<RoundAgreement>>,
-}
-
 /// The whole experiment.
 #[derive(Debug, Clone, Serialize)]
 pub struct MambaLogregReport {
@@ -331,83 +290,112 @@ pub struct MambaLogregReport {
 
 /// The run file of sampler `index` (data, model, test split, `[tune]` grid of App. C.1.3).
 pub fn config_text(settings: &MambaLogregSettings, index: usize, fssd: bool) -> String {
-    let (_, sampler, estimator) = SAMPLERS[index];
-    let inner = if sampler.contains("sghmc") {
-        "inner_steps = [5, 10]\n"
-    } else {
-        ""
-    };
-    format!(
-        r#"# MAMBA logistic regression (paper 000 §4.1): {name}
-[data]
-synthetic = {{ rows = {rows}, dim = {dim}, seed = {data_seed}, generator = "mamba" }}
-
-[model]
-kind = "logistic"
-prior_variance = 10.0
-
-[sampler]
-{sampler}
-
-[gradient]
-estimator = "{estimator}"
-
-[run]
-seed = {seed}
-chains = 1
-budget_seconds = {final_seconds}
-
-[evaluation]
-test_fraction = {test_fraction}
-
-[tune]
-budget_seconds = {budget}
-metric = "{metric}"
-thin = 10
-score_subsample = {m}
-threads = {threads}
-
-[tune.grid]
-log10_step_size = {{ from = -1.0, to = -7.5, by = 0.5 }}
-batch_size = ["100%", "10%", "1%", "0.1%"]
-{inner}
-[tune.grid_search]
-estimates = {grid}
-batch_size = "10%"
-start_noise = 0.2
-select_by = "log_loss"
-"#,
-        name = SAMPLERS[index].0,
-        rows = settings.rows,
-        dim = settings.dim,
-        data_seed = settings.data_seed,
-        seed = settings.seed,
-        final_seconds = settings.final_seconds,
-        test_fraction = settings.test_fraction,
-        budget = settings.budget_seconds,
-        metric = if fssd { "fssd" } else { "ksd" },
-        m = settings.score_subsample,
-        threads = settings.threads,
-        grid = settings.grid_estimates,
-    )
+    super::config_text(&settings.spec(), &settings.harness(), index, fssd)
 }
 
-/// `log10 step / batch % [/ L]`.
-pub fn choice(arm: &ArmSettings) -> String {
-    let get = |k: &str| {
-        arm.values
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.trim_end_matches('%').to_string())
-    };
-    let mut parts = vec![
-        get("log10_step_size").unwrap_or_default(),
-        get("batch_size").unwrap_or_default(),
-    ];
-    if let Some(l) = get("inner_steps") {
-        parts.push(l);
+/// What a final run of §4.1 measures: the paper's KSD (every `final_thin`-th draw, at most
+/// `final_max_scored`, control-variate scores on `final_score_subsample` points) on each
+/// prefix up to the checkpoints, the exact KSD on ≤ `ksd_draws` draws, ξ against the NUTS
+/// reference and the test accuracy.
+pub struct LogregMetrics<'a> {
+    /// The experiment's settings.
+    pub settings: &'a MambaLogregSettings,
+    /// The NUTS reference moments.
+    pub reference: &'a ReferenceMoments,
+}
+
+impl FinalMetrics for LogregMetrics<'_> {
+    type Run = FinalRun;
+
+    fn curve_name(&self) -> &str {
+        "KSD"
     }
-    parts.join(" / ")
+
+    fn measure(&self, run: &FinishedRun<'_>) -> Result<(FinalRun, Vec<f64>), TuneError> {
+        let settings = self.settings;
+        let model = run.session.prepared.model();
+        let dim = model.dim();
+        let draws = run.draws;
+        let p = draws.len() / dim;
+        // The same surrogate for every run: a fixed subsample (a stream of the run seed).
+        let mut rng = crate::rng::stream(settings.seed, (1 << 20) + 80);
+        let scores = ScoreFunction::control_variates(
+            model,
+            &run.session.ctx.start,
+            &run.session.ctx.start_score,
+            settings.final_score_subsample,
+            &mut rng,
+        );
+        let imq = Kernel::Imq(ImqKernel::default());
+        let ksd_of =
+            |d: &[f64], sc: &[f64]| ksd(d, sc, dim, &imq).map(|k| k.ksd).unwrap_or(f64::NAN);
+        let curve = super::prefix_ksd_curve(
+            draws,
+            dim,
+            run.prefixes,
+            settings.final_thin,
+            settings.final_max_scored,
+            &scores,
+        );
+        let (mut ksd_exact, mut ksd_check, mut scored, mut xi) =
+            (f64::INFINITY, f64::INFINITY, 0, f64::INFINITY);
+        if p > 0 {
+            let thin = p.div_ceil(settings.ksd_draws.max(1)).max(1);
+            let exact = full_batch_scores(model, draws, dim, thin)
+                .map_err(|e| TuneError::Grid(e.to_string()))?;
+            ksd_exact = ksd_of(&exact.draws, &exact.scores);
+            ksd_check = ksd_of(&exact.draws, &scores.scores(&exact.draws));
+            let thin = settings
+                .final_thin
+                .max(p.div_ceil(settings.final_max_scored.max(1)))
+                .max(1);
+            scored = p.div_ceil(thin);
+            xi = accuracy::relative_sd_error(&[draws], dim, self.reference).unwrap_or(f64::NAN);
+        }
+        let accuracy = match &run.outcome.evaluation {
+            Some(EvaluationOutcome::Done(r)) => r
+                .test
+                .as_ref()
+                .and_then(|t| t.metrics.accuracy)
+                .unwrap_or(f64::NAN),
+            _ => f64::NAN,
+        };
+        let final_run = FinalRun {
+            seed: run.seed,
+            ksd: curve.last().copied().unwrap_or(f64::INFINITY),
+            ksd_scored_draws: scored,
+            ksd_exact,
+            ksd_exact_draws_surrogate: ksd_check,
+            xi,
+            accuracy,
+            draws: p,
+            diverged: !run.outcome.diverged_chains.is_empty(),
+        };
+        Ok((final_run, curve))
+    }
+
+    fn mean(&self, runs: &[FinalRun]) -> FinalRun {
+        FinalRun::mean(runs)
+    }
+
+    fn primary(&self, run: &FinalRun) -> f64 {
+        run.ksd
+    }
+
+    fn describe(&self, run: &FinalRun) -> String {
+        format!(
+            "KSD {:.3} ({} draws; exact on {}: {:.3}, surrogate there {:.3}), xi {:.4}, accuracy {:.4}, {} draws{}",
+            run.ksd,
+            run.ksd_scored_draws,
+            self.settings.ksd_draws.min(run.draws),
+            run.ksd_exact,
+            run.ksd_exact_draws_surrogate,
+            run.xi,
+            run.accuracy,
+            run.draws,
+            if run.diverged { " (diverged)" } else { "" }
+        )
+    }
 }
 
 /// Run the experiment; `log` receives progress lines.
@@ -432,160 +420,41 @@ pub fn run(
         t.elapsed().as_secs_f64()
     ));
     let reference = load_or_run_reference(settings, &prepared, log)?;
-    let mut samplers = Vec::new();
-    for &index in &settings.samplers {
-        let name = SAMPLERS[index].0;
-        let cfg = Config::from_toml(&config_text(settings, index, false), name)
-            .map_err(|e| other(e.to_string()))?;
-        let session = TuneSession::new(&cfg, &prepared)?;
-        let mut methods = Vec::new();
-
-        let mamba_settings = session.mamba_settings()?;
-        let mut chosen = Vec::new();
-        let mut timing = None;
-        if !settings.fssd_only {
-            // MAMBA-KSD.
-            let t = Instant::now();
-            let (arms, outcome) = session.mamba(&mamba_settings, &mut |round, _| {
-                log(&format!("{name}: MAMBA-KSD {}", round_summary(round)));
-            })?;
-            let mamba_wall = t.elapsed().as_secs_f64();
-            let timing_ksd = MambaTiming {
-                arms: outcome.arms,
-                nominal_seconds: outcome.total_budget,
-                wall_seconds: session.map_seconds + mamba_wall,
-                sampling_cpu_seconds: outcome.sampling_seconds,
-                overhead_seconds: outcome.overhead_seconds,
-                threads: outcome.threads,
-            };
-            log(&format!(
-                "{name}: MAMBA-KSD chose {} in {:.2} s wall (T = {:.2} s, ratio {:.3})",
-                arms[outcome.winner].label(),
-                timing_ksd.wall_seconds,
-                timing_ksd.nominal_seconds,
-                timing_ksd.wall_seconds / timing_ksd.nominal_seconds
-            ));
-            chosen.push((
-                "MAMBA-KSD".to_string(),
-                arms[outcome.winner].clone(),
-                mamba_wall,
-            ));
-            timing = Some(timing_ksd);
-        }
-
-        if settings.fssd || settings.fssd_only {
-            let cfg_f = Config::from_toml(&config_text(settings, index, true), name)
-                .map_err(|e| other(e.to_string()))?;
-            let session_f = TuneSession::new(&cfg_f, &prepared)?;
-            let t = Instant::now();
-            let s = session_f.mamba_settings()?;
-            let (arms_f, outcome_f) = session_f.mamba(&s, &mut |_, _| {})?;
-            log(&format!(
-                "{name}: MAMBA-FSSD chose {}",
-                arms_f[outcome_f.winner].label()
-            ));
-            chosen.push((
-                "MAMBA-FSSD".into(),
-                arms_f[outcome_f.winner].clone(),
-                t.elapsed().as_secs_f64(),
-            ));
-        }
-
-        if !settings.fssd_only {
-            // Grid search.
-            let t = Instant::now();
-            let (grid_arms, selection, grid) = session.grid_search()?;
-            debug_assert_eq!(selection, GridSelection::LogLoss);
-            log(&format!(
-                "{name}: grid search chose {} ({:.1} s)",
-                grid_arms[grid.winner].label(),
-                t.elapsed().as_secs_f64()
-            ));
-            chosen.push((
-                "grid search".into(),
-                grid_arms[grid.winner].clone(),
-                t.elapsed().as_secs_f64(),
-            ));
-            chosen.push(("heuristic".into(), session.heuristic()?, 0.0));
-        }
-
-        let mut rng = crate::rng::stream(settings.seed, (1 << 20) + 80);
-        let final_scores = ScoreFunction::control_variates(
-            prepared.model(),
-            &session.ctx.start,
-            &session.ctx.start_score,
-            settings.final_score_subsample,
-            &mut rng,
-        );
-        for (method, arm, tune_seconds) in chosen {
-            let mut runs = Vec::with_capacity(settings.final_runs);
-            for r in 0..settings.final_runs {
-                let seed = settings.seed.wrapping_add(r as u64);
-                let run = final_run(
-                    settings,
-                    &final_scores,
-                    &cfg,
-                    &prepared,
-                    &reference,
-                    &arm,
-                    seed,
-                )?;
-                log(&format!(
-                    "{name} / {method} / seed {seed}: KSD {:.3} ({} draws; exact on {}: {:.3}, surrogate there {:.3}), xi {:.4}, accuracy {:.4}, {} draws{}",
-                    run.ksd,
-                    run.ksd_scored_draws,
-                    settings.ksd_draws.min(run.draws),
-                    run.ksd_exact,
-                    run.ksd_exact_draws_surrogate,
-                    run.xi,
-                    run.accuracy,
-                    run.draws,
-                    if run.diverged { " (diverged)" } else { "" }
-                ));
-                runs.push(run);
-            }
-            let mean = FinalRun::mean(&runs);
-            let ksd_sd = sample_sd(runs.iter().map(|r| r.ksd));
-            methods.push(MethodResult {
-                method,
-                choice: choice(&arm),
-                settings: arm,
-                tune_seconds,
-                mean,
-                ksd_sd,
-                runs,
-            });
-        }
-
-        let rank_check = if settings.rank_check.contains(&index) && !settings.fssd_only {
-            let mut audited = mamba_settings.clone();
-            audited.audit_full_scores = true;
-            let (_, outcome) = session.mamba(&audited, &mut |_, _| {})?;
-            let agreement: Vec<RoundAgreement> =
-                outcome.rounds.iter().map(|r| round_agreement(r)).collect();
-            for a in &agreement {
-                log(&format!(
-                    "{name}: rank check round {}: Spearman {:.3} over {} arms; kept {} of {} agree",
-                    a.round, a.spearman, a.arms, a.kept_agreeing, a.kept
-                ));
-            }
-            Some(agreement)
-        } else {
-            None
-        };
-        samplers.push(SamplerResult {
-            sampler: name.to_string(),
-            methods,
-            timing,
-            rank_check,
-        });
-    }
+    let metrics = LogregMetrics {
+        settings,
+        reference: &reference,
+    };
+    let samplers = super::run_samplers(
+        &settings.spec(),
+        &settings.harness(),
+        &prepared,
+        &metrics,
+        log,
+    )?;
     Ok(MambaLogregReport {
         settings: settings.clone(),
         reference_method: reference.method.clone(),
         samplers,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The KSD curves of the final runs as an SVG (one panel per sampler, mean ± 2 sd over the
+/// runs per method; the paper's Figure 1). Returns the methods left out (no finite KSD).
+pub fn write_ksd_curves(
+    path: &std::path::Path,
+    report: &MambaLogregReport,
+) -> Result<Vec<String>, crate::io::plot::PlotError> {
+    super::write_curves_svg(
+        path,
+        &format!(
+            "Logistic regression: KSD against time (mean ± 2 sd over {} runs)",
+            report.settings.final_runs
+        ),
+        "KSD",
+        true,
+        &report.samplers,
+    )
 }
 
 fn load_or_run_reference(
@@ -629,152 +498,6 @@ fn load_or_run_reference(
         settings.reference.display()
     ));
     Ok(nuts.moments)
-}
-
-/// Run `arm` for `final_seconds` from the MAP (one chain, seed `seed`) and measure it: the
-/// columns of the paper's Table 5.
-pub fn final_run(
-    settings: &MambaLogregSettings,
-    scores: &ScoreFunction<'_>,
-    cfg: &Config,
-    prepared: &Prepared,
-    reference: &ReferenceMoments,
-    arm: &ArmSettings,
-    seed: u64,
-) -> Result<FinalRun, TuneError> {
-    let mut run_cfg = winner_config(cfg, arm);
-    run_cfg.run.seed = seed;
-    run_cfg.run.chains = 1;
-    run_cfg.run.iterations = None;
-    run_cfg.run.budget_seconds = Some(settings.final_seconds);
-    run_cfg.run.thin = 1;
-    run_cfg.run.burn_in = 0;
-    let stop = AtomicBool::new(false);
-    let (outcome, chains) =
-        pipeline::execute_prepared_keeping_draws(&run_cfg, prepared, None, &NoProgress, &stop)?;
-    let model = prepared.model();
-    let dim = model.dim();
-    let draws = &chains[0];
-    let p = draws.len() / dim;
-    let diverged = !outcome.diverged_chains.is_empty();
-    let imq = Kernel::Imq(ImqKernel::default());
-    let ksd_of = |d: &[f64], sc: &[f64]| ksd(d, sc, dim, &imq).map(|k| k.ksd).unwrap_or(f64::NAN);
-    let (mut ksd_exact, mut ksd_check, mut ksd_paper, mut scored) =
-        (f64::INFINITY, f64::INFINITY, f64::INFINITY, 0);
-    let mut xi = f64::INFINITY;
-    if p > 0 {
-        let thin = p.div_ceil(settings.ksd_draws.max(1)).max(1);
-        let exact = full_batch_scores(model, draws, dim, thin)
-            .map_err(|e| TuneError::Grid(e.to_string()))?;
-        ksd_exact = ksd_of(&exact.draws, &exact.scores);
-        ksd_check = ksd_of(&exact.draws, &scores.scores(&exact.draws));
-        let thin = settings
-            .final_thin
-            .max(p.div_ceil(settings.final_max_scored.max(1)))
-            .max(1);
-        let kept = every_kth_row(draws, dim, thin);
-        scored = kept.len() / dim;
-        ksd_paper = ksd_of(&kept, &scores.scores(&kept));
-        xi = accuracy::relative_sd_error(&[draws.as_slice()], dim, reference).unwrap_or(f64::NAN);
-    }
-    let accuracy = match &outcome.evaluation {
-        Some(pipeline::EvaluationOutcome::Done(r)) => r
-            .test
-            .as_ref()
-            .and_then(|t| t.metrics.accuracy)
-            .unwrap_or(f64::NAN),
-        _ => f64::NAN,
-    };
-    Ok(FinalRun {
-        seed,
-        ksd: ksd_paper,
-        ksd_scored_draws: scored,
-        ksd_exact,
-        ksd_exact_draws_surrogate: ksd_check,
-        xi,
-        accuracy,
-        draws: p,
-        diverged,
-    })
-}
-
-/// The sample standard deviation (n − 1), 0 for fewer than two values.
-fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> f64 {
-    let n = values.clone().count();
-    if n < 2 {
-        return 0.0;
-    }
-    let mean = values.clone().sum::<f64>() / n as f64;
-    (values.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64).sqrt()
-}
-
-/// Spearman's ρ (average ranks for ties) and kept-set agreement of one audited round.
-pub fn round_agreement(round: &[ArmRound]) -> RoundAgreement {
-    let both: Vec<(f64, f64)> = round
-        .iter()
-        .filter_map(|r| match r.full_batch_ksd {
-            Some(f) if r.metric.is_finite() && f.is_finite() => Some((r.metric, f)),
-            _ => None,
-        })
-        .collect();
-    let a: Vec<f64> = both.iter().map(|x| x.0).collect();
-    let b: Vec<f64> = both.iter().map(|x| x.1).collect();
-    let kept = round.iter().filter(|r| r.kept).count();
-    // The arms the full-batch KSD would keep: its `kept` best (infinite last, grid order on ties).
-    let mut by_full: Vec<&ArmRound> = round.iter().collect();
-    by_full.sort_by(|x, y| {
-        let fx = x.full_batch_ksd.unwrap_or(f64::INFINITY);
-        let fy = y.full_batch_ksd.unwrap_or(f64::INFINITY);
-        fx.total_cmp(&fy).then(x.arm.cmp(&y.arm))
-    });
-    let full_kept: Vec<usize> = by_full.iter().take(kept).map(|r| r.arm).collect();
-    let kept_agreeing = round
-        .iter()
-        .filter(|r| r.kept && full_kept.contains(&r.arm))
-        .count();
-    RoundAgreement {
-        round: round.first().map_or(0, |r| r.round),
-        arms: both.len(),
-        spearman: spearman(&a, &b),
-        kept,
-        kept_agreeing,
-    }
-}
-
-/// Spearman's rank correlation with average ranks for ties (NaN for fewer than 2 points).
-pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
-    if a.len() < 2 || a.len() != b.len() {
-        return f64::NAN;
-    }
-    let (ra, rb) = (ranks(a), ranks(b));
-    let n = a.len() as f64;
-    let mean = (n + 1.0) / 2.0;
-    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
-    for (x, y) in ra.iter().zip(&rb) {
-        sab += (x - mean) * (y - mean);
-        saa += (x - mean) * (x - mean);
-        sbb += (y - mean) * (y - mean);
-    }
-    sab / (saa * sbb).sqrt()
-}
-
-fn ranks(x: &[f64]) -> Vec<f64> {
-    let mut order: Vec<usize> = (0..x.len()).collect();
-    order.sort_by(|&i, &j| x[i].total_cmp(&x[j]));
-    let mut r = vec![0.0; x.len()];
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j + 1 < order.len() && x[order[j + 1]] == x[order[i]] {
-            j += 1;
-        }
-        let average = (i + j) as f64 / 2.0 + 1.0;
-        for &k in &order[i..=j] {
-            r[k] = average;
-        }
-        i = j + 1;
-    }
-    r
 }
 
 /// The report as Markdown tables beside the paper's.
@@ -829,7 +552,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
                     "{} / {} ± {} / {:.1} / {}{}",
                     fmt_num(100.0 * m.mean.xi),
                     fmt_num(m.mean.ksd),
-                    fmt_num(m.ksd_sd),
+                    fmt_num(m.primary_sd),
                     100.0 * m.mean.accuracy,
                     m.mean.draws,
                     if m.mean.diverged { " (diverged)" } else { "" }
@@ -914,91 +637,18 @@ pub fn markdown(report: &MambaLogregReport) -> String {
                 .join(", ")
         );
     }
-    let _ = writeln!(
-        s,
-        "**MAMBA-KSD wall clock** (MAP + MAMBA) against the nominal budget T:\n"
-    );
-    let _ = writeln!(
-        s,
-        "| sampler | arms | T (s) | wall (s) | wall / T | sampling CPU (s) | build + scores + KSD (s) | threads |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
-    for r in &report.samplers {
-        let Some(t) = &r.timing else { continue };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {} |",
-            r.sampler,
-            t.arms,
-            t.nominal_seconds,
-            t.wall_seconds,
-            t.wall_seconds / t.nominal_seconds,
-            t.sampling_cpu_seconds,
-            t.overhead_seconds,
-            t.threads
-        );
-    }
-    let checks: Vec<&SamplerResult> = report
-        .samplers
-        .iter()
-        .filter(|r| r.rank_check.is_some())
-        .collect();
-    if !checks.is_empty() {
-        let _ = writeln!(
-            s,
-            "\n**Rank check**: the surrogate-score KSD against the full-batch KSD at the same draws, per round:\n"
-        );
-        let _ = writeln!(
-            s,
-            "| sampler | round | arms (both finite) | Spearman ρ | kept by both / kept |"
-        );
-        let _ = writeln!(s, "|---|---|---|---|---|");
-        for r in checks {
-            for a in r.rank_check.as_ref().expect("filtered") {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {:.4} | {} / {} |",
-                    r.sampler, a.round, a.arms, a.spearman, a.kept_agreeing, a.kept
-                );
-            }
-        }
-    }
+    s.push_str(&super::timing_table(&report.samplers));
+    s.push_str(&super::rank_check_table(&report.samplers));
     s
 }
 
 /// Whether MAMBA-KSD's final KSD (as `ksd` reads it) is below both baselines'.
 pub fn beats_baselines(r: &SamplerResult, ksd: impl Fn(&MethodResult) -> f64) -> bool {
-    let get = |m: &str| r.methods.iter().find(|x| x.method == m).map(&ksd);
-    match (get("MAMBA-KSD"), get("grid search"), get("heuristic")) {
-        (Some(m), Some(g), Some(h)) => m < g && m < h,
-        _ => false,
-    }
+    super::beats_baselines(r, ksd)
 }
 
 /// In how many seeds MAMBA-KSD's final run has a lower KSD than both baselines' runs of the
 /// same seed.
 pub fn runs_beating_baselines(r: &SamplerResult) -> usize {
-    let get = |m: &str| r.methods.iter().find(|x| x.method == m);
-    let (Some(m), Some(g), Some(h)) = (get("MAMBA-KSD"), get("grid search"), get("heuristic"))
-    else {
-        return 0;
-    };
-    m.runs
-        .iter()
-        .zip(&g.runs)
-        .zip(&h.runs)
-        .filter(|((m, g), h)| m.ksd < g.ksd && m.ksd < h.ksd)
-        .count()
-}
-
-fn fmt_num(x: f64) -> String {
-    if !x.is_finite() {
-        "inf".into()
-    } else if x.abs() >= 100.0 {
-        format!("{x:.0}")
-    } else if x.abs() >= 10.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.2}")
-    }
+    super::runs_beating_baselines(r, |run| run.ksd)
 }
