@@ -232,7 +232,9 @@ pub fn render_svg(figure: &Figure) -> Result<String, PlotError> {
     let rows = n.div_ceil(columns);
     let (pw, ph) = figure.panel_size;
     let title_height = 40;
-    let size = (pw * columns as u32, ph * rows as u32 + title_height);
+    // Wide enough for the title (about 11 px per character at 22 px).
+    let width = (pw * columns as u32).max(11 * figure.title.chars().count() as u32 + 40);
+    let size = (width, ph * rows as u32 + title_height);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
@@ -389,6 +391,13 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
         .collect();
     if fine.len() >= 2 && fine.len() <= 8 {
         return fine;
+    }
+    if fine.len() < 2 {
+        // Less than half a decade: every integer multiple.
+        return (e0..=e1)
+            .flat_map(|e| (1..=9).map(move |m| round_sig(f64::from(m) * 10f64.powi(e))))
+            .filter(in_range)
+            .collect();
     }
     let step = ((e1 - e0) as usize).div_ceil(6).max(1);
     (e0..=e1)
@@ -547,6 +556,7 @@ mod tests {
     fn log_ticks_are_one_two_five_or_powers_of_ten() {
         assert_eq!(log_ticks(0.3, 3.0), vec![0.5, 1.0, 2.0]);
         assert_eq!(log_ticks(0.004, 0.03), vec![0.005, 0.01, 0.02]);
+        assert_eq!(log_ticks(2.6, 9.5), vec![3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
         assert_eq!(
             log_ticks(1e-7, 1e3),
             vec![1e-7, 1e-5, 1e-3, 0.1, 10.0, 1000.0]
