@@ -409,3 +409,62 @@ fn mnist_through_the_run_file() {
     assert!(acc1 > 0.7, "{acc1}");
     assert!(after.ece.unwrap().is_finite() && after.mce.unwrap() >= after.ece.unwrap());
 }
+
+/// The MAP search starts from `map_start`, where the hidden units differ: from θ = 0 every
+/// hidden unit keeps identical incoming weights through L-BFGS (their gradients are equal), so
+/// the "MAP" is a one-unit network. Break-once: `map_start` returning zeros failed the
+/// distinct-columns assertion (largest column difference 0).
+#[test]
+fn the_map_search_breaks_the_hidden_symmetry() {
+    let m = model(false, 1024);
+    let options = sgmcmc::optim::lbfgs::LbfgsOptions {
+        max_iterations: 200,
+        ..Default::default()
+    };
+    // Largest difference between hidden unit 0's incoming weights (column 0 of B, and b₀) and
+    // every other unit's.
+    let spread = |theta: &[f64]| {
+        let mut worst = 0.0f64;
+        for k in 1..H {
+            for j in 0..=I {
+                // j = I is the bias b, stored right after B.
+                let (a, b) = if j < I {
+                    (theta[j * H], theta[j * H + k])
+                } else {
+                    (theta[I * H], theta[I * H + k])
+                };
+                worst = worst.max((a - b).abs());
+            }
+        }
+        worst
+    };
+    let from_zero = sgmcmc::optim::find_map(&m, &vec![0.0; D], &options).unwrap();
+    assert!(
+        spread(&from_zero.theta) < 1e-12,
+        "{}",
+        spread(&from_zero.theta)
+    );
+    let map = sgmcmc::optim::find_map(&m, &m.map_start(), &options).unwrap();
+    assert!(spread(&map.theta) > 1e-2, "{}", spread(&map.theta));
+    assert!(map.log_posterior > from_zero.log_posterior);
+}
+
+/// `predict_rows` on a block of rows equals `predict` row by row.
+#[test]
+fn predict_rows_matches_predict() {
+    let m = model(false, 1024);
+    let th = theta(4);
+    let (x, y) = data(11);
+    let rows = 9;
+    let mut ll = vec![0.0; rows];
+    let mut out = vec![0.0; rows * K];
+    m.predict_rows(&th, &x[..rows * I], &y[..rows], &mut ll, &mut out);
+    let mut one = vec![0.0; K];
+    for r in 0..rows {
+        let l = m.predict(&th, &x[r * I..(r + 1) * I], y[r], &mut one);
+        assert!((l - ll[r]).abs() < 1e-12 * (1.0 + l.abs()), "row {r}");
+        for c in 0..K {
+            assert!((one[c] - out[r * K + c]).abs() < 1e-12, "row {r} class {c}");
+        }
+    }
+}

@@ -573,3 +573,41 @@ fn movielens_100k_u1_split() {
     assert_eq!(names[943 * 20], "V[0,0]");
     assert_eq!(names[52_580 - 1], "log_lambda_V[19]");
 }
+
+/// The MAP search starts from `map_start`, not θ = 0: from zeros L-BFGS stays on the saddle
+/// U = V = 0 (∇_U vanishes at V = 0) and fits only the hyperparameters; from `map_start` it
+/// finds factors and a higher log posterior. Break-once: `map_start` returning zeros failed the
+/// factor-norm assertion (0).
+#[test]
+fn the_map_search_leaves_the_zero_saddle() {
+    let m = Pmf::new(
+        ratings(5, 200, 8, 9),
+        PmfSettings {
+            latent_dim: 3,
+            ..PmfSettings::default()
+        },
+    )
+    .unwrap();
+    let options = sgmcmc::optim::lbfgs::LbfgsOptions {
+        max_iterations: 500,
+        ..Default::default()
+    };
+    let factors = (m.users() + m.items()) * m.latent_dim();
+    let from_zero = sgmcmc::optim::find_map(&m, &vec![0.0; m.dim()], &options).unwrap();
+    assert!(from_zero.theta[..factors].iter().all(|v| *v == 0.0));
+    let start = m.map_start();
+    assert_eq!(start, m.map_start(), "the start is a fixed point");
+    let map = sgmcmc::optim::find_map(&m, &start, &options).unwrap();
+    let norm = map.theta[..factors]
+        .iter()
+        .map(|v| v * v)
+        .sum::<f64>()
+        .sqrt();
+    assert!(norm > 1.0, "factor norm {norm}");
+    assert!(
+        map.log_posterior > from_zero.log_posterior + 1.0,
+        "{} vs {}",
+        map.log_posterior,
+        from_zero.log_posterior
+    );
+}

@@ -36,6 +36,9 @@ use crate::rng::{ChainRng, fill_standard_normal};
 /// memory, and 1024 × 784 doubles (6.4 MB) is still a GEMM shape faer runs at full speed.
 pub const BNN_BLOCK: usize = 1024;
 
+/// Seed of the fixed stream behind [`Model::map_start`].
+const MAP_START_SEED: u64 = 0x424e_4e5f_4d41_50;
+
 /// Default hidden width (the paper's 100).
 pub const BNN_DEFAULT_HIDDEN: usize = 100;
 
@@ -594,6 +597,16 @@ impl Model for Bnn {
                 }
             }
         });
+    }
+
+    /// At θ = 0 every hidden unit has the same weights, so their gradients are equal too and
+    /// L-BFGS would never tell them apart (a one-unit network). The MAP search starts instead
+    /// from weights drawn i.i.d. N(0, 0.1²) from a fixed stream (the same point for every run).
+    fn map_start(&self) -> Vec<f64> {
+        let mut theta = vec![0.0; self.dim()];
+        fill_standard_normal(&mut crate::rng::stream(MAP_START_SEED, 0), &mut theta);
+        theta.iter_mut().for_each(|v| *v *= 0.1);
+        theta
     }
 
     /// θ ~ N(0, σ²·I).
