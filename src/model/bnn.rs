@@ -37,7 +37,7 @@ use crate::rng::{ChainRng, fill_standard_normal};
 pub const BNN_BLOCK: usize = 1024;
 
 /// Seed of the fixed stream behind [`Model::map_start`].
-const MAP_START_SEED: u64 = 0x424e_4e5f_4d41_50;
+const MAP_START_SEED: u64 = 0x0042_4e4e_5f4d_4150;
 
 /// Default hidden width (the paper's 100).
 pub const BNN_DEFAULT_HIDDEN: usize = 100;

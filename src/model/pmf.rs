@@ -63,7 +63,7 @@ use rand::RngExt;
 const PRIOR_CHUNK: usize = 32;
 
 /// Seed of the fixed stream behind [`Model::map_start`].
-const MAP_START_SEED: u64 = 0x504d_465f_4d41_50;
+const MAP_START_SEED: u64 = 0x0050_4d46_5f4d_4150;
 
 /// Settings of [`Pmf`] (defaults: the paper's).
 #[derive(Debug, Clone, Copy, PartialEq)]
