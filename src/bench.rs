@@ -11,11 +11,13 @@
 //!
 //! `sgmcmc bench --matrix` (module [`matrix`]) times every sampler with every estimator instead;
 //! `sgmcmc bench --ksd` (module [`ksd`]) times the KSD and full-batch scores at thinned draws;
-//! `sgmcmc bench --bnn DIR` (module [`bnn`]) times the MNIST network's gradient.
+//! `sgmcmc bench --bnn DIR` (module [`bnn`]) times the MNIST network's gradient;
+//! `sgmcmc bench --pmf FILE` (module [`pmf`]) PMF's SGLD iterations on MovieLens.
 
 mod bnn;
 mod ksd;
 mod matrix;
+mod pmf;
 
 use anyhow::{Result, bail};
 use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
@@ -71,6 +73,13 @@ pub struct BenchArgs {
     /// With --bnn: the minibatch size.
     #[arg(long, default_value_t = 600, requires = "bnn")]
     bnn_batch: usize,
+    /// Instead: Bayesian PMF on this MovieLens ratings file (e.g. u1.base): SGLD iterations/s
+    /// and the parts of an iteration.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["matrix", "ksd", "batches", "precision", "bnn"])]
+    pmf: Option<PathBuf>,
+    /// With --pmf: the minibatch size.
+    #[arg(long, default_value_t = 800, requires = "pmf")]
+    pmf_batch: usize,
     /// With --matrix or --ksd: also write the table as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -175,6 +184,9 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     if let Some(dir) = &args.bnn {
         return bnn::bnn(args, dir);
+    }
+    if let Some(file) = &args.pmf {
+        return pmf::pmf(args, file);
     }
     for p in &args.precision {
         if p != "f64" && p != "f32" {

@@ -793,3 +793,45 @@ fn mh_config_errors_name_the_problem() {
         assert_fails_with(dir.path(), fragments);
     }
 }
+
+/// `bench --pmf` on MovieLens u1.base (skipped when the shared data are absent) reports the
+/// iteration rate against the paper code and the parts of an iteration; a batch larger than N
+/// is an error naming the flag.
+#[test]
+fn bench_pmf_reports_the_rate_and_the_parts() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/movielens-100k/u1.base");
+    if !file.exists() {
+        eprintln!("skipped: {} is absent", file.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let f = file.to_str().unwrap();
+    let out = sgmcmc(
+        &["bench", "--pmf", f, "--seconds", "0.01", "--repeats", "1"],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("D = 52580"), "{stdout}");
+    assert!(stdout.contains("the paper code's 760"), "{stdout}");
+    assert!(stdout.contains("standard normals"), "{stdout}");
+    let out = sgmcmc(
+        &[
+            "bench",
+            "--pmf",
+            f,
+            "--pmf-batch",
+            "90000",
+            "--seconds",
+            "0.01",
+        ],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pmf-batch"));
+}
