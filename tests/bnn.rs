@@ -449,7 +449,8 @@ fn the_map_search_breaks_the_hidden_symmetry() {
     assert!(map.log_posterior > from_zero.log_posterior);
 }
 
-/// `predict_rows` on a block of rows equals `predict` row by row.
+/// `predict_rows` (two GEMMs over the block) equals `predict` row by row. Break-once: dropping
+/// the hidden bias b in `predict_rows` failed at row 0.
 #[test]
 fn predict_rows_matches_predict() {
     let m = model(false, 1024);
