@@ -72,7 +72,7 @@ pub enum SinkError {
 #[derive(Debug)]
 pub struct MemorySink {
     dim: usize,
-    chains: Mutex<Vec<Option<Vec<f64>>>>,
+    chains: ChainSlots,
 }
 
 impl MemorySink {
@@ -99,27 +99,41 @@ impl MemorySink {
 
     /// Each chain's draws, flat row-major (`draws × dim`); empty for a chain that never wrote.
     pub fn into_chains(self) -> Vec<Vec<f64>> {
-        self.chains
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect()
+        unwrap_slots(self.chains)
     }
+}
+
+/// Per-chain slots of an in-memory sink: `None` until a writer claims the chain.
+type ChainSlots = Mutex<Vec<Option<Vec<f64>>>>;
+
+/// Mark chain `chain` as taken (an empty slot the writer fills when done); errors for a chain
+/// out of range or already taken.
+fn claim_slot(slots: &ChainSlots, chain: usize) -> Result<(), SinkError> {
+    let mut slots = slots.lock().unwrap_or_else(PoisonError::into_inner);
+    let chains = slots.len();
+    let slot = slots
+        .get_mut(chain)
+        .ok_or(SinkError::ChainOutOfRange { chain, chains })?;
+    if slot.is_some() {
+        return Err(SinkError::ChainTaken(chain));
+    }
+    *slot = Some(Vec::new());
+    Ok(())
+}
+
+/// Each chain's values; empty for a chain that never wrote.
+fn unwrap_slots(slots: ChainSlots) -> Vec<Vec<f64>> {
+    slots
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .into_iter()
+        .map(Option::unwrap_or_default)
+        .collect()
 }
 
 impl DrawSink for MemorySink {
     fn chain_writer(&self, chain: usize) -> Result<Box<dyn ChainWriter + '_>, SinkError> {
-        let mut slots = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
-        let chains = slots.len();
-        let slot = slots
-            .get_mut(chain)
-            .ok_or(SinkError::ChainOutOfRange { chain, chains })?;
-        if slot.is_some() {
-            return Err(SinkError::ChainTaken(chain));
-        }
-        // Mark the chain as taken; the writer fills it in when done.
-        *slot = Some(Vec::new());
+        claim_slot(&self.chains, chain)?;
         Ok(Box::new(MemoryChainWriter {
             sink: self,
             chain,
@@ -223,7 +237,7 @@ impl ChainWriter for TeeWriter<'_> {
 /// the KSD of a run's prefix up to time t (the MAMBA paper's Figures 1–3).
 #[derive(Debug)]
 pub struct TimingSink {
-    chains: Mutex<Vec<Option<Vec<f64>>>>,
+    chains: ChainSlots,
 }
 
 impl TimingSink {
@@ -237,26 +251,13 @@ impl TimingSink {
     /// Each chain's draw times in seconds, in draw order (non-decreasing); empty for a chain
     /// that never wrote.
     pub fn into_times(self) -> Vec<Vec<f64>> {
-        self.chains
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect()
+        unwrap_slots(self.chains)
     }
 }
 
 impl DrawSink for TimingSink {
     fn chain_writer(&self, chain: usize) -> Result<Box<dyn ChainWriter + '_>, SinkError> {
-        let mut slots = self.chains.lock().unwrap_or_else(PoisonError::into_inner);
-        let chains = slots.len();
-        let slot = slots
-            .get_mut(chain)
-            .ok_or(SinkError::ChainOutOfRange { chain, chains })?;
-        if slot.is_some() {
-            return Err(SinkError::ChainTaken(chain));
-        }
-        *slot = Some(Vec::new());
+        claim_slot(&self.chains, chain)?;
         Ok(Box::new(TimingChainWriter {
             sink: self,
             chain,
