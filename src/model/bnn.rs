@@ -199,38 +199,49 @@ impl Bnn {
     /// Forward pass over the gathered block `x` (m rows): H = softmax(X·B + b) into `pass.h`,
     /// P = softmax(H·A + a) into `pass.p`, log β_y into `pass.ll` (labels of `rows`).
     fn forward(&self, theta: &[f64], rows: &[DataIndex], x: &[f64], pass: &mut Pass<'_>) {
-        let (m, ni, nh, nk) = (rows.len(), self.inputs, self.hidden, self.classes);
+        let labels = rows.iter().map(|&i| self.labels[i as usize] as usize);
+        self.forward_block(theta, x, labels, pass.h, pass.p, pass.ll);
+    }
+
+    /// The network on m = `ll.len()` rows `x` with class labels `labels`: H = softmax(X·B + b)
+    /// into `h` (m × hidden), P = softmax(H·A + a) into `p` (m × classes) and log β_y into
+    /// `ll`; two GEMMs on one thread.
+    fn forward_block(
+        &self,
+        theta: &[f64],
+        x: &[f64],
+        labels: impl Iterator<Item = usize>,
+        h: &mut [f64],
+        p: &mut [f64],
+        ll: &mut [f64],
+    ) {
+        let (m, ni, nh, nk) = (ll.len(), self.inputs, self.hidden, self.classes);
         let (bm, bv, am, av) = self.split(theta);
+        let (h, p) = (&mut h[..m * nh], &mut p[..m * nk]);
         matmul(
-            MatMut::from_row_major_slice_mut(pass.h, m, nh),
+            MatMut::from_row_major_slice_mut(h, m, nh),
             Accum::Replace,
-            MatRef::from_row_major_slice(x, m, ni),
+            MatRef::from_row_major_slice(&x[..m * ni], m, ni),
             MatRef::from_row_major_slice(bm, ni, nh),
             1.0,
             Par::Seq,
         );
         clear_upper_vector_state();
-        for row in pass.h.chunks_exact_mut(nh) {
+        for row in h.chunks_exact_mut(nh) {
             row.iter_mut().zip(bv).for_each(|(z, b)| *z += b);
             softmax_in_place(row);
         }
         matmul(
-            MatMut::from_row_major_slice_mut(pass.p, m, nk),
+            MatMut::from_row_major_slice_mut(p, m, nk),
             Accum::Replace,
-            MatRef::from_row_major_slice(pass.h, m, nh),
+            MatRef::from_row_major_slice(h, m, nh),
             MatRef::from_row_major_slice(am, nh, nk),
             1.0,
             Par::Seq,
         );
         clear_upper_vector_state();
-        for ((row, ll), &y) in pass
-            .p
-            .chunks_exact_mut(nk)
-            .zip(pass.ll.iter_mut())
-            .zip(rows)
-        {
+        for ((row, ll), y) in p.chunks_exact_mut(nk).zip(ll.iter_mut()).zip(labels) {
             row.iter_mut().zip(av).for_each(|(z, a)| *z += a);
-            let y = self.labels[y as usize] as usize;
             *ll = log_softmax_at_then_softmax(row, y);
         }
     }
@@ -669,36 +680,10 @@ impl Predictive for Bnn {
         log_lik: &mut [f64],
         out: &mut [f64],
     ) {
-        let (m, ni, nh, nk) = (ys.len(), self.inputs, self.hidden, self.classes);
-        let (bm, bv, am, av) = self.split(theta);
         PREDICT_HIDDEN.with_borrow_mut(|h| {
-            h.resize(m * nh, 0.0);
-            matmul(
-                MatMut::from_row_major_slice_mut(&mut h[..m * nh], m, nh),
-                Accum::Replace,
-                MatRef::from_row_major_slice(&x[..m * ni], m, ni),
-                MatRef::from_row_major_slice(bm, ni, nh),
-                1.0,
-                Par::Seq,
-            );
-            clear_upper_vector_state();
-            for row in h[..m * nh].chunks_exact_mut(nh) {
-                row.iter_mut().zip(bv).for_each(|(z, b)| *z += b);
-                softmax_in_place(row);
-            }
-            matmul(
-                MatMut::from_row_major_slice_mut(&mut out[..m * nk], m, nk),
-                Accum::Replace,
-                MatRef::from_row_major_slice(&h[..m * nh], m, nh),
-                MatRef::from_row_major_slice(am, nh, nk),
-                1.0,
-                Par::Seq,
-            );
-            clear_upper_vector_state();
+            h.resize(ys.len() * self.hidden, 0.0);
+            let labels = ys.iter().map(|&y| y as usize);
+            self.forward_block(theta, x, labels, h, out, log_lik);
         });
-        for ((row, ll), &y) in out.chunks_exact_mut(nk).zip(log_lik.iter_mut()).zip(ys) {
-            row.iter_mut().zip(av).for_each(|(z, a)| *z += a);
-            *ll = log_softmax_at_then_softmax(row, y as usize);
-        }
     }
 }
