@@ -820,6 +820,11 @@ pub struct TuneConfig {
     /// Keep every `thin`-th iterate of a round for the metric (and the winner's draws).
     #[serde(default = "default_tune_thin")]
     pub thin: usize,
+    /// Score at most this many of an arm's kept draws per round (evenly spaced) for the
+    /// metric; unset: all. For models with D in the tens of thousands, where the KSD costs
+    /// ≈ 4P²D FLOPs for P draws.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_scored_draws: Option<usize>,
     /// Scores at the kept draws: `"control_variates"` (default; a fixed random subsample of
     /// `score_subsample` points about the MAP, the same for every arm) or `"full"` (exact).
     #[serde(default)]
@@ -961,8 +966,9 @@ pub struct GridSearchConfig {
     /// Standard deviation of the Gaussian noise added to the MAP to start each grid point.
     #[serde(default = "default_start_noise")]
     pub start_noise: f64,
-    /// `"log_loss"` (the test log-loss; needs a test split in `[evaluation]`) or `"ksd"`;
-    /// default: log-loss when there is a test split, else KSD.
+    /// `"log_loss"` (the test log-loss), `"rmse"` (regression), `"accuracy"` or `"ece"`
+    /// (classifiers), all on the test split of `[evaluation]`; or `"ksd"`. Default: log-loss
+    /// when there is a test split, else KSD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub select_by: Option<GridSelection>,
 }
@@ -999,6 +1005,30 @@ pub enum GridSelection {
     LogLoss,
     /// The KSD (with the `[tune]` scores).
     Ksd,
+    /// Regression: the test RMSE of the posterior-mean prediction (PMF, reference §5.5).
+    Rmse,
+    /// Classifiers: the test error 1 − accuracy of the posterior-mean class probabilities.
+    Accuracy,
+    /// Classifiers: the test ECE (`[evaluation] calibration_bins` equal-width bins).
+    Ece,
+}
+
+impl GridSelection {
+    /// Whether the selection reads the test split.
+    pub fn needs_test_split(self) -> bool {
+        !matches!(self, GridSelection::Ksd)
+    }
+
+    /// The config spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            GridSelection::LogLoss => "log_loss",
+            GridSelection::Ksd => "ksd",
+            GridSelection::Rmse => "rmse",
+            GridSelection::Accuracy => "accuracy",
+            GridSelection::Ece => "ece",
+        }
+    }
 }
 
 /// Default of `[evaluation] predictive_draws`.

@@ -41,6 +41,7 @@ pub use coreset::{CoresetOutcome, run_coreset_file};
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
     RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
+    thin_pooled,
 };
 pub use tune::{TuneMethod, TuneSession, tune_budget, tune_metric, winner_config};
 
@@ -977,7 +978,8 @@ pub fn execute_prepared_keeping_draws(
 }
 
 /// [`execute_prepared_keeping_draws`], the draws also sent to `extra` (e.g. an
-/// [`io::TimingSink`](crate::io::TimingSink) recording when each was produced).
+/// [`io::TimingSink`](crate::io::TimingSink) recording when each was produced). The prepared
+/// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table.
 pub fn execute_prepared_with_sink(
     cfg: &Config,
     prepared: &Prepared,
@@ -989,7 +991,7 @@ pub fn execute_prepared_with_sink(
     let model = prepared.model();
     let (mut outcome, chains) =
         execute_keeping_draws(cfg, model, zarr_path, extra, progress, stop)?;
-    if let Some(ev) = &prepared.evaluation {
+    if let (Some(ev), Some(_)) = (&prepared.evaluation, &cfg.evaluation) {
         let kept: Vec<&[f64]> = outcome
             .summarised_chains
             .iter()

@@ -325,6 +325,7 @@ fn diverging_arms_rank_last_and_pruning_keeps_the_best() {
         assert_eq!(r.gradient_evaluations, 2000);
         assert_eq!(r.iterations, 1999);
         assert_eq!(r.draws, 199);
+        assert_eq!(r.scored_draws, 199);
     }
     assert!(out.winner_metric.is_finite());
     assert!(![0, 5, 8].contains(&out.winner));
@@ -342,6 +343,55 @@ fn diverging_arms_rank_last_and_pruning_keeps_the_best() {
     let last = &out.winner_draws[(total - per_round[1]) * 2..];
     assert_eq!(ctx.metric(last, &imq(), 0), out.winner_metric);
     assert_ne!(ctx.metric(&out.winner_draws, &imq(), 0), out.winner_metric);
+}
+
+/// `max_scored_draws` caps the draws the metric sees: evenly spaced rows (every ⌈P/cap⌉-th) of
+/// the round's draws, while every draw is still kept for the winner. Checked once by breaking
+/// the code: scoring the first `cap` rows instead made the metric assertion fail (restored).
+#[test]
+fn max_scored_draws_scores_evenly_spaced_rows_of_the_round() {
+    let model = gaussian_target();
+    let ctx = context_at(&model, &MU);
+    let g = grid("log10_step_size = [-1.0, -1.5, -2.0, -2.5]");
+    let arms = expand_grid(
+        &sampler_table("kind = \"sgld\"\nstep_size = 1.0"),
+        &gradient("estimator = \"full\"\nbatch_size = 1"),
+        &g,
+    )
+    .unwrap();
+    let capped = MambaSettings {
+        max_scored_draws: Some(50),
+        ..settings(2, TuneBudget::ArmEvaluations(6000.0), 10, 1, 11)
+    };
+    let out = mamba(&ctx, &arms, &capped, &mut |_, _| {}).unwrap();
+    for round in &out.rounds {
+        for r in round {
+            assert!(r.draws > 50, "{r:?}");
+            let thin = r.draws.div_ceil(50);
+            assert_eq!(r.scored_draws, r.draws.div_ceil(thin), "{r:?}");
+            assert!(r.scored_draws <= 50);
+        }
+    }
+    let per_round: Vec<usize> = out
+        .rounds
+        .iter()
+        .map(|r| r.iter().find(|a| a.arm == out.winner).unwrap().draws)
+        .collect();
+    let total: usize = per_round.iter().sum();
+    assert_eq!(out.winner_draws.len(), total * 2, "every draw is kept");
+    let last_n = *per_round.last().unwrap();
+    let last = &out.winner_draws[(total - last_n) * 2..];
+    let scored = sgmcmc::stein::every_kth_row(last, 2, last_n.div_ceil(50));
+    assert_eq!(ctx.metric(&scored, &imq(), 0), out.winner_metric);
+
+    let zero = MambaSettings {
+        max_scored_draws: Some(0),
+        ..capped
+    };
+    let err = mamba(&ctx, &arms, &zero, &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("max_scored_draws"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -566,7 +566,7 @@ impl Evaluation {
 
 /// At most `max` draws evenly spaced over the pooled iteration-major order (draw t of chain c
 /// at position t·C + c), as one flat S × dim buffer: positions ⌊k·T/S⌋, k = 0..S.
-pub(super) fn thin_pooled(chains: &[&[f64]], dim: usize, n: usize, max: usize) -> Vec<f64> {
+pub fn thin_pooled(chains: &[&[f64]], dim: usize, n: usize, max: usize) -> Vec<f64> {
     let c = chains.len();
     let total = n * c;
     let s = total.min(max);

@@ -140,6 +140,7 @@ impl<'p> TuneSession<'p> {
             eta: self.tune.eta,
             budget: tune_budget(self.tune)?,
             thin: self.tune.thin,
+            max_scored_draws: self.tune.max_scored_draws,
             metric: tune_metric(self.tune),
             threads: self.tune.threads.unwrap_or(0),
             float_round_count: self.tune.float_round_count,
@@ -177,15 +178,36 @@ impl<'p> TuneSession<'p> {
             .is_some_and(|e| e.test.is_some())
             && self.prepared.predictive().is_some();
         match self.tune.grid_search.select_by {
-            Some(GridSelection::LogLoss) if !has_test => Err(TuneError::Grid(
-                "[tune.grid_search] select_by = \"log_loss\" needs a test split: add \
-                 `[evaluation] test_fraction` (or `[evaluation.test]`)"
-                    .into(),
-            )),
+            Some(s) if s.needs_test_split() && !has_test => Err(TuneError::Grid(format!(
+                "[tune.grid_search] select_by = \"{}\" needs a test split: add \
+                 `[evaluation] test_fraction` (or `[evaluation.test]`)",
+                s.name()
+            ))),
+            Some(s @ GridSelection::Rmse) if self.is_classifier() => Err(TuneError::Grid(format!(
+                "[tune.grid_search] select_by = \"{}\" is for regression models; this model is \
+                 a classifier (use \"accuracy\", \"ece\" or \"log_loss\")",
+                s.name()
+            ))),
+            Some(s @ (GridSelection::Accuracy | GridSelection::Ece)) if !self.is_classifier() => {
+                Err(TuneError::Grid(format!(
+                    "[tune.grid_search] select_by = \"{}\" is for classifiers; this model is a \
+                     regression (use \"rmse\" or \"log_loss\")",
+                    s.name()
+                )))
+            }
             Some(s) => Ok(s),
             None if has_test => Ok(GridSelection::LogLoss),
             None => Ok(GridSelection::Ksd),
         }
+    }
+
+    fn is_classifier(&self) -> bool {
+        self.prepared.predictive().is_some_and(|p| {
+            matches!(
+                p.task(),
+                crate::model::PredictiveTask::Classification { .. }
+            )
+        })
     }
 
     /// Run grid search.
@@ -209,7 +231,10 @@ impl<'p> TuneSession<'p> {
             GridSelection::Ksd => grid_search(&self.ctx, &arms, &settings, &|draws| {
                 self.ctx.metric(draws, &ksd, seed)
             })?,
-            GridSelection::LogLoss => {
+            GridSelection::LogLoss
+            | GridSelection::Rmse
+            | GridSelection::Accuracy
+            | GridSelection::Ece => {
                 let predictive = self.prepared.predictive().expect("checked above");
                 let ev = self.prepared.evaluation.as_ref().expect("checked above");
                 let test = ev.test.as_ref().expect("checked above");
@@ -224,7 +249,14 @@ impl<'p> TuneSession<'p> {
                         &test.targets,
                         ev.calibration_bins,
                     )
-                    .map(|m| m.log_loss_mamba)
+                    .ok()
+                    .and_then(|m| match selection {
+                        GridSelection::Rmse => m.rmse,
+                        GridSelection::Accuracy => m.accuracy.map(|a| 1.0 - a),
+                        GridSelection::Ece => m.ece,
+                        _ => Some(m.log_loss_mamba),
+                    })
+                    .filter(|v| v.is_finite())
                     .unwrap_or(f64::INFINITY)
                 })?
             }

@@ -18,7 +18,7 @@
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
 use crate::config::Config;
 use crate::diagnostics::accuracy;
-use crate::pipeline::{self, EvaluationOutcome, Prepared};
+use crate::pipeline::{self, Prepared};
 use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
 use crate::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
@@ -196,6 +196,8 @@ impl MambaLogregSettings {
             score_subsample: self.score_subsample,
             threads: self.threads,
             curve_points: self.curve_points,
+            final_thin: 1,
+            final_burn_in: 0.0,
         }
     }
 
@@ -329,10 +331,10 @@ impl FinalMetrics for LogregMetrics<'_> {
         let imq = Kernel::Imq(ImqKernel::default());
         let ksd_of =
             |d: &[f64], sc: &[f64]| ksd(d, sc, dim, &imq).map(|k| k.ksd).unwrap_or(f64::NAN);
-        let curve = super::prefix_ksd_curve(
+        let curve = super::window_ksd_curve(
             draws,
             dim,
-            run.prefixes,
+            run.windows,
             settings.final_thin,
             settings.final_max_scored,
             &scores,
@@ -352,14 +354,10 @@ impl FinalMetrics for LogregMetrics<'_> {
             scored = p.div_ceil(thin);
             xi = accuracy::relative_sd_error(&[draws], dim, self.reference).unwrap_or(f64::NAN);
         }
-        let accuracy = match &run.outcome.evaluation {
-            Some(EvaluationOutcome::Done(r)) => r
-                .test
-                .as_ref()
-                .and_then(|t| t.metrics.accuracy)
-                .unwrap_or(f64::NAN),
-            _ => f64::NAN,
-        };
+        let accuracy = run
+            .test_metrics(&run.final_window(), crate::config::DEFAULT_PREDICTIVE_DRAWS)?
+            .and_then(|m| m.accuracy)
+            .unwrap_or(f64::NAN);
         let final_run = FinalRun {
             seed: run.seed,
             ksd: curve.last().copied().unwrap_or(f64::INFINITY),

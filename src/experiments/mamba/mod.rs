@@ -11,6 +11,7 @@
 pub mod logreg;
 
 use crate::config::Config;
+use crate::diagnostics::accuracy::{self, PredictiveMetrics};
 use crate::io::TimingSink;
 use crate::io::plot::{self, Figure, Panel, PlotError, Series};
 use crate::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
@@ -19,6 +20,7 @@ use crate::stein::{ImqKernel, Kernel, ksd};
 use crate::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -91,6 +93,12 @@ pub struct HarnessSettings {
     pub threads: usize,
     /// Checkpoints of the curves: K evenly spaced times up to `final_seconds`.
     pub curve_points: usize,
+    /// Keep every `final_thin`-th iterate of a final run (1: every iterate). At D ≈ 5·10⁴ a
+    /// 20 s run at thin 1 would hold tens of GB of draws.
+    pub final_thin: usize,
+    /// Fraction of a final run's kept draws dropped as burn-in, from the whole run and from
+    /// each curve prefix alike (0: none).
+    pub final_burn_in: f64,
 }
 
 /// The run file of sampler `index`: the spec's problem and grid, `[run]` for the final runs,
@@ -157,14 +165,17 @@ threads = {threads}
 pub struct FinishedRun<'a> {
     /// Seed of the run.
     pub seed: u64,
-    /// Its draws, flat `draws × D` (every iteration: thin 1, no burn-in).
+    /// Its kept draws, flat `draws × D`: every `final_thin`-th iterate, burn-in included.
     pub draws: &'a [f64],
-    /// When each draw was produced (seconds since the chain started).
+    /// Iterations the chain ran.
+    pub iterations: usize,
+    /// When each kept draw was produced (seconds since the chain started).
     pub times: &'a [f64],
     /// The checkpoint times t₁ < … < t_K = `final_seconds`.
     pub checkpoints: &'a [f64],
-    /// Draws up to each checkpoint (the last: every draw).
-    pub prefixes: &'a [usize],
+    /// The rows each checkpoint measures: those produced up to t_k less the first
+    /// `final_burn_in` fraction of them. The last window is the run's final draws.
+    pub windows: &'a [Range<usize>],
     /// The run's outcome (divergence, `[evaluation]` metrics over all draws).
     pub outcome: &'a Outcome,
     /// The tuning session of the sampler (MAP, its score).
@@ -303,6 +314,48 @@ pub fn choice(arm: &ArmSettings) -> String {
     parts.join(" / ")
 }
 
+impl FinishedRun<'_> {
+    /// The rows the run's final metrics use (the last window).
+    pub fn final_window(&self) -> Range<usize> {
+        self.windows.last().cloned().unwrap_or(0..0)
+    }
+
+    /// The draws of rows `window`, flat.
+    pub fn window_draws(&self, window: &Range<usize>) -> &[f64] {
+        let dim = self.session.prepared.model().dim();
+        &self.draws[window.start * dim..window.end * dim]
+    }
+
+    /// The `[evaluation.test]` metrics of the draws of `window`, at most `max_draws` of them
+    /// evenly spaced (`None`: no test split or no predictive model).
+    pub fn test_metrics(
+        &self,
+        window: &Range<usize>,
+        max_draws: usize,
+    ) -> Result<Option<PredictiveMetrics>, TuneError> {
+        let prepared = self.session.prepared;
+        let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive())
+        else {
+            return Ok(None);
+        };
+        let Some(test) = ev.test.as_ref() else {
+            return Ok(None);
+        };
+        let dim = predictive.dim();
+        let draws = self.window_draws(window);
+        let thinned = pipeline::thin_pooled(&[draws], dim, draws.len() / dim, max_draws);
+        accuracy::predictive_metrics(
+            predictive,
+            &thinned,
+            &test.features,
+            &test.targets,
+            ev.calibration_bins,
+        )
+        .map(Some)
+        .map_err(|e| TuneError::Grid(e.to_string()))
+    }
+}
+
 /// The checkpoint times t_k = k·T/K, k = 1…K.
 pub fn checkpoints(final_seconds: f64, points: usize) -> Vec<f64> {
     let k = points.max(1);
@@ -327,28 +380,46 @@ pub fn prefix_lengths(times: &[f64], checkpoints: &[f64]) -> Vec<usize> {
         .collect()
 }
 
-/// The KSD (IMQ kernel, V-statistic) of each prefix of `draws` (lengths `prefixes`), each on
-/// every `thin`-th row of the prefix with `thin = max(min_thin, ⌈p/max_scored⌉)`, scored by
-/// `scores`: the final KSD's thinning applied to every prefix. A row's scores are computed once
-/// and shared by the prefixes that keep it. An empty prefix gives +∞.
-pub fn prefix_ksd_curve(
+/// The rows each checkpoint measures: `⌊b·p⌋..p` for the prefix length p of
+/// [`prefix_lengths`] and burn-in fraction b.
+pub fn checkpoint_windows(times: &[f64], checkpoints: &[f64], burn_in: f64) -> Vec<Range<usize>> {
+    prefix_lengths(times, checkpoints)
+        .into_iter()
+        .map(|p| ((burn_in.clamp(0.0, 1.0) * p as f64).floor() as usize).min(p)..p)
+        .collect()
+}
+
+/// The rows of `window` a KSD scores: the multiples of `thin = max(min_thin, ⌈len/max_scored⌉)`
+/// in it (aligned to row 0, so windows with the same thinning share rows).
+pub fn scored_rows(window: &Range<usize>, min_thin: usize, max_scored: usize) -> Vec<usize> {
+    let thin = min_thin
+        .max(window.len().div_ceil(max_scored.max(1)))
+        .max(1);
+    (window.start.next_multiple_of(thin)..window.end)
+        .step_by(thin)
+        .collect()
+}
+
+/// The KSD (IMQ kernel, V-statistic) of each window of `draws`, on its [`scored_rows`], scored
+/// by `scores`: the final KSD's thinning applied to every checkpoint. A row's scores are
+/// computed once and shared by the windows that keep it. A window with no scored row gives +∞.
+pub fn window_ksd_curve(
     draws: &[f64],
     dim: usize,
-    prefixes: &[usize],
+    windows: &[Range<usize>],
     min_thin: usize,
     max_scored: usize,
     scores: &ScoreFunction<'_>,
 ) -> Vec<f64> {
     let imq = Kernel::Imq(ImqKernel::default());
     let mut cache: HashMap<usize, Vec<f64>> = HashMap::new();
-    prefixes
+    windows
         .iter()
-        .map(|&p| {
-            if p == 0 {
+        .map(|window| {
+            let rows = scored_rows(window, min_thin, max_scored);
+            if rows.is_empty() {
                 return f64::INFINITY;
             }
-            let thin = min_thin.max(p.div_ceil(max_scored.max(1))).max(1);
-            let rows: Vec<usize> = (0..p).step_by(thin).collect();
             let missing: Vec<usize> = rows
                 .iter()
                 .copied()
@@ -526,7 +597,8 @@ pub fn run_samplers<M: FinalMetrics>(
     Ok(samplers)
 }
 
-/// Run `arm` for `final_seconds` from the MAP (one chain, every iteration kept, seed `seed`),
+/// Run `arm` for `final_seconds` from the MAP (one chain, every `final_thin`-th iterate kept,
+/// seed `seed`, no `[evaluation]`),
 /// recording when each draw was produced, and measure it with `metrics`.
 fn final_run<M: FinalMetrics>(
     settings: &HarnessSettings,
@@ -542,8 +614,10 @@ fn final_run<M: FinalMetrics>(
     run_cfg.run.chains = 1;
     run_cfg.run.iterations = None;
     run_cfg.run.budget_seconds = Some(settings.final_seconds);
-    run_cfg.run.thin = 1;
+    run_cfg.run.thin = settings.final_thin.max(1);
     run_cfg.run.burn_in = 0;
+    // Each experiment measures its own test metrics on the run's window (`test_metrics`).
+    run_cfg.evaluation = None;
     let stop = AtomicBool::new(false);
     let timing = TimingSink::new(1);
     let (outcome, chains) = pipeline::execute_prepared_with_sink(
@@ -555,13 +629,14 @@ fn final_run<M: FinalMetrics>(
         &stop,
     )?;
     let times = timing.into_times().swap_remove(0);
-    let prefixes = prefix_lengths(&times, checkpoints);
+    let windows = checkpoint_windows(&times, checkpoints, settings.final_burn_in);
     metrics.measure(&FinishedRun {
         seed,
         draws: &chains[0],
+        iterations: outcome.run.chains.first().map_or(0, |c| c.iterations),
         times: &times,
         checkpoints,
-        prefixes: &prefixes,
+        windows: &windows,
         outcome: &outcome,
         session,
     })
@@ -819,7 +894,8 @@ mod tests {
             .collect();
         let scores = ScoreFunction::exact(model);
         let prefixes = [0, 37, 120, 401];
-        let curve = prefix_ksd_curve(&draws, dim, &prefixes, 2, 50, &scores);
+        let windows: Vec<Range<usize>> = prefixes.iter().map(|&p| 0..p).collect();
+        let curve = window_ksd_curve(&draws, dim, &windows, 2, 50, &scores);
         assert_eq!(curve[0], f64::INFINITY);
         let imq = Kernel::Imq(ImqKernel::default());
         for (&n, &got) in prefixes.iter().zip(&curve).skip(1) {
@@ -833,6 +909,26 @@ mod tests {
         }
         // The points differ (the curve is not one value repeated).
         assert!(curve[1] != curve[3]);
+
+        // Windows with burn-in dropped (as `checkpoint_windows` gives for b = 0.3): rows
+        // 36..121 at thin 2 are 36, 38, …, 120; rows 120..401 at thin 6 are 120, 126, …, 396.
+        let times: Vec<f64> = (0..p).map(|i| i as f64 / p as f64).collect();
+        let burnt = checkpoint_windows(&times, &[0.3, 1.0], 0.3);
+        assert_eq!(burnt, vec![36..121, 120..401]);
+        let curve = window_ksd_curve(&draws, dim, &burnt, 2, 50, &scores);
+        for (window, &got) in burnt.iter().zip(&curve) {
+            let rows = scored_rows(window, 2, 50);
+            let thin = 2usize.max(window.len().div_ceil(50));
+            assert_eq!(rows[0], window.start.next_multiple_of(thin));
+            assert!(rows.iter().all(|r| r % thin == 0 && window.contains(r)));
+            assert!(rows.len() <= 51);
+            let kept: Vec<f64> = rows
+                .iter()
+                .flat_map(|&r| draws[r * dim..(r + 1) * dim].iter().copied())
+                .collect();
+            let want = ksd(&kept, &scores.scores(&kept), dim, &imq).unwrap().ksd;
+            assert!((got - want).abs() <= 1e-12 * want, "{window:?}");
+        }
     }
 
     #[test]
