@@ -4,6 +4,9 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use sgmcmc::experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
+use sgmcmc::experiments::mamba::HarnessSettings;
+use sgmcmc::experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
+use sgmcmc::experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
 use sgmcmc::experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc::experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc::experiments::mh_mnist::{self, MhMnistSettings};
@@ -113,6 +116,41 @@ pub enum Experiment {
         #[arg(long, default_value_t = 10)]
         curve_points: usize,
     },
+    /// MAMBA paper §4.2: Bayesian PMF on MovieLens 100K (u1.base/u1.test, d = 20, 52,580 parameters); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test RMSE) and the 1/N heuristic, then 20 s runs: KSD, xi against NUTS, RMSE, draws; the KSD-against-time curves as SVG.
+    MambaPmf {
+        /// The MovieLens 100K directory (u1.base, u1.test, u.info), e.g. ../shared/data/movielens-100k.
+        data_dir: PathBuf,
+        /// Output directory: report.json, tables.md, ksd_curves.svg (the paper's Figure 2) and configs/.
+        #[arg(long, default_value = "mamba_pmf_out")]
+        out: PathBuf,
+        /// The NUTS reference (JSON, e.g. from `sgmcmc reference`): read if it exists, else computed (2 chains x (500 + 1000), about 40 min) and written.
+        #[arg(long, default_value = "mamba_pmf_out/reference.json")]
+        reference: PathBuf,
+        /// Grid search: iterations per grid point (the paper: 2,000).
+        #[arg(long, default_value_t = 2000)]
+        grid_iterations: u64,
+        /// A final run's KSD scores at most this many evenly spaced draws (its cost grows as their square times D = 52,580).
+        #[arg(long, default_value_t = 500)]
+        ksd_draws: usize,
+        #[command(flatten)]
+        common: RealDataArgs,
+    },
+    /// MAMBA paper §4.3: the 784-100-10 Bayesian neural network on MNIST (79,510 weights); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test accuracy) and the 1/N heuristic, then 300 s runs from the MAP: test ECE, MCE, accuracy, draws; the ECE-against-time curves as SVG.
+    MambaBnn {
+        /// The MNIST directory (train-* and t10k-* IDX files), e.g. ../shared/data/mnist.
+        data_dir: PathBuf,
+        /// Output directory: report.json, tables.md, ece_curves.svg (the paper's Figure 3) and configs/.
+        #[arg(long, default_value = "mamba_bnn_out")]
+        out: PathBuf,
+        /// Grid search: gradient estimates per grid point (the paper: 1,000 iterations; SGHMC gets 1,000/L iterations).
+        #[arg(long, default_value_t = 1000)]
+        grid_estimates: u64,
+        /// L-BFGS iterations of the MAP (each about one full-data gradient, about 0.5 s).
+        #[arg(long, default_value_t = 200)]
+        map_iterations: usize,
+        #[command(flatten)]
+        common: RealDataArgs,
+    },
     /// Minibatch MH paper §5.1: the Gaussian mixture (N = 10,000, T = 110, m = 200, random walk diag(0.03, 0.03)); the minibatch Barker test (grow and skip), the workshop test, Austerity and full-data MH against the exact tempered posterior (KS per coordinate), data used per test, skips as m grows.
     MhMixture {
         /// Output directory: report.json and tables.md.
@@ -181,6 +219,82 @@ pub enum Experiment {
         #[arg(long, default_value_t = 5)]
         sensitivity_repeats: usize,
     },
+}
+
+/// The options `mamba-pmf` and `mamba-bnn` share (defaults: the paper's protocol).
+#[derive(clap::Args)]
+pub struct RealDataArgs {
+    /// MAMBA's R in thread-CPU seconds (the paper: 10).
+    #[arg(long, default_value_t = 10.0)]
+    budget_seconds: f64,
+    /// Length of each final run (seconds, one chain from the MAP); default: the paper's (20 s PMF, 300 s NN).
+    #[arg(long)]
+    final_seconds: Option<f64>,
+    /// Independent final runs per chosen setting (default: 3 PMF, 1 NN); the tables give their means.
+    #[arg(long)]
+    final_runs: Option<usize>,
+    /// Keep every k-th iterate of a final run (default: 10 PMF, 50 NN).
+    #[arg(long)]
+    final_thin: Option<usize>,
+    /// Fraction of a final run's kept draws dropped as burn-in.
+    #[arg(long, default_value_t = 0.1)]
+    burn_in: f64,
+    /// Samplers (comma-separated; default all six).
+    #[arg(long, value_delimiter = ',')]
+    samplers: Option<Vec<String>>,
+    /// Master seed of the runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Checkpoints of the curves against time (evenly spaced up to the final length).
+    #[arg(long, default_value_t = 5)]
+    curve_points: usize,
+    /// Threads for MAMBA's arms and grid search (0: every core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+impl RealDataArgs {
+    /// Apply the options to an experiment's defaults.
+    fn apply(self, h: &mut HarnessSettings) -> Result<()> {
+        anyhow::ensure!(self.curve_points >= 1, "--curve-points must be at least 1");
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.burn_in),
+            "--burn-in must be in [0, 1), got {}",
+            self.burn_in
+        );
+        anyhow::ensure!(
+            self.final_thin != Some(0),
+            "--final-thin must be at least 1"
+        );
+        h.budget_seconds = self.budget_seconds;
+        h.final_seconds = self.final_seconds.unwrap_or(h.final_seconds);
+        anyhow::ensure!(
+            self.final_runs != Some(0),
+            "--final-runs must be at least 1"
+        );
+        h.final_runs = self.final_runs.unwrap_or(h.final_runs);
+        h.final_thin = self.final_thin.unwrap_or(h.final_thin);
+        h.final_burn_in = self.burn_in;
+        if let Some(s) = self.samplers {
+            h.samplers = sampler_indices(&s)?;
+        }
+        h.seed = self.seed;
+        h.curve_points = self.curve_points;
+        h.threads = self.threads;
+        Ok(())
+    }
+}
+
+/// Write each sampler's run file into `out/configs`.
+fn write_configs(out: &Path, samplers: &[usize], text: impl Fn(usize) -> String) -> Result<()> {
+    let configs = out.join("configs");
+    std::fs::create_dir_all(&configs)
+        .with_context(|| format!("cannot create {}", configs.display()))?;
+    for &i in samplers {
+        let name = mamba_logreg::SAMPLERS[i].0.to_lowercase();
+        std::fs::write(configs.join(format!("{name}.toml")), text(i))?;
+    }
+    Ok(())
 }
 
 /// Names of [`mamba_logreg::SAMPLERS`] as given on the command line (case-insensitive).
@@ -302,16 +416,9 @@ pub fn run(which: Experiment) -> Result<()> {
                 curve_points,
                 ..MambaLogregSettings::default()
             };
-            let configs = out.join("configs");
-            std::fs::create_dir_all(&configs)
-                .with_context(|| format!("cannot create {}", configs.display()))?;
-            for &i in &settings.samplers {
-                let name = mamba_logreg::SAMPLERS[i].0.to_lowercase();
-                std::fs::write(
-                    configs.join(format!("{name}.toml")),
-                    mamba_logreg::config_text(&settings, i, false),
-                )?;
-            }
+            write_configs(&out, &settings.samplers, |i| {
+                mamba_logreg::config_text(&settings, i, false)
+            })?;
             if let Some(dir) = settings.reference.parent() {
                 std::fs::create_dir_all(dir).ok();
             }
@@ -331,6 +438,83 @@ pub fn run(which: Experiment) -> Result<()> {
             }
             println!(
                 "{:.1} s; wrote {}/tables.md, report.json, ksd_curves.svg and configs/",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MambaPmf {
+            data_dir,
+            out,
+            reference,
+            grid_iterations,
+            ksd_draws,
+            common,
+        } => {
+            anyhow::ensure!(ksd_draws >= 1, "--ksd-draws must be at least 1");
+            let mut settings = MambaPmfSettings {
+                reference,
+                grid_iterations,
+                final_max_scored: ksd_draws,
+                ..MambaPmfSettings::new(data_dir)
+            };
+            common.apply(&mut settings.harness)?;
+            write_configs(&out, &settings.harness.samplers, |i| {
+                mamba_pmf::config_text(&settings, i)
+            })?;
+            let started = Instant::now();
+            let report = mamba_pmf::run(&settings, &mut |line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })?;
+            write_tables_and_report(&out, &mamba_pmf::markdown(&report), &report)?;
+            let svg = out.join("ksd_curves.svg");
+            let left_out = mamba_pmf::write_ksd_curves(&svg, &report)
+                .with_context(|| format!("cannot plot {}", svg.display()))?;
+            if !left_out.is_empty() {
+                println!(
+                    "ksd_curves.svg leaves out (no finite KSD): {}",
+                    left_out.join(", ")
+                );
+            }
+            println!(
+                "{:.1} s; wrote {}/tables.md, report.json, ksd_curves.svg and configs/",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MambaBnn {
+            data_dir,
+            out,
+            grid_estimates,
+            map_iterations,
+            common,
+        } => {
+            let mut settings = MambaBnnSettings {
+                grid_estimates,
+                map_iterations,
+                ..MambaBnnSettings::new(data_dir)
+            };
+            common.apply(&mut settings.harness)?;
+            write_configs(&out, &settings.harness.samplers, |i| {
+                mamba_bnn::config_text(&settings, i)
+            })?;
+            let started = Instant::now();
+            let report = mamba_bnn::run(&settings, &mut |line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })?;
+            write_tables_and_report(&out, &mamba_bnn::markdown(&report), &report)?;
+            let svg = out.join("ece_curves.svg");
+            let left_out = mamba_bnn::write_ece_curves(&svg, &report)
+                .with_context(|| format!("cannot plot {}", svg.display()))?;
+            if !left_out.is_empty() {
+                println!(
+                    "ece_curves.svg leaves out (no finite ECE): {}",
+                    left_out.join(", ")
+                );
+            }
+            println!(
+                "{:.1} s; wrote {}/tables.md, report.json, ece_curves.svg and configs/",
                 report.seconds,
                 out.display()
             );

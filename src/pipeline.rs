@@ -951,7 +951,8 @@ pub fn execute(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
-    execute_keeping_draws(cfg, model, zarr_path, None, progress, stop).map(|(outcome, _)| outcome)
+    execute_keeping_draws(cfg, model, zarr_path, None, None, progress, stop)
+        .map(|(outcome, _)| outcome)
 }
 
 /// [`execute`] on a [`prepare`]d run, then its `[evaluation]` (if any) over the summarised
@@ -974,23 +975,25 @@ pub fn execute_prepared_keeping_draws(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
-    execute_prepared_with_sink(cfg, prepared, zarr_path, None, progress, stop)
+    execute_prepared_with_sink(cfg, prepared, zarr_path, None, None, progress, stop)
 }
 
 /// [`execute_prepared_keeping_draws`], the draws also sent to `extra` (e.g. an
 /// [`io::TimingSink`](crate::io::TimingSink) recording when each was produced). The prepared
-/// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table.
+/// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table. A `known_map`
+/// (found earlier for the same model) replaces the L-BFGS search where the run needs the MAP.
 pub fn execute_prepared_with_sink(
     cfg: &Config,
     prepared: &Prepared,
     zarr_path: Option<&Path>,
     extra: Option<&dyn DrawSink>,
+    known_map: Option<&MapResult>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let model = prepared.model();
     let (mut outcome, chains) =
-        execute_keeping_draws(cfg, model, zarr_path, extra, progress, stop)?;
+        execute_keeping_draws(cfg, model, zarr_path, extra, known_map, progress, stop)?;
     if let (Some(ev), Some(_)) = (&prepared.evaluation, &cfg.evaluation) {
         let kept: Vec<&[f64]> = outcome
             .summarised_chains
@@ -1008,12 +1011,28 @@ pub fn execute_prepared_with_sink(
     Ok((outcome, chains))
 }
 
+/// The MAP a run starts from: L-BFGS (at most `[run] map_iterations`) from the model's
+/// `map_start`.
+pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, PipelineError> {
+    if cfg.run.map_iterations == 0 {
+        return Err(PipelineError::Other(
+            "[run] map_iterations must be at least 1".into(),
+        ));
+    }
+    let options = LbfgsOptions {
+        max_iterations: cfg.run.map_iterations,
+        ..LbfgsOptions::default()
+    };
+    Ok(find_map(model, &model.map_start(), &options)?)
+}
+
 /// [`execute`], also returning every chain's kept draws (flat `draws × D`).
 fn execute_keeping_draws(
     cfg: &Config,
     model: &dyn Model,
     zarr_path: Option<&Path>,
     extra: Option<&dyn DrawSink>,
+    known_map: Option<&MapResult>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
@@ -1027,14 +1046,10 @@ fn execute_keeping_draws(
     let map_start = std::time::Instant::now();
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
         || estimator_needs_map(&cfg.gradient);
-    let map = if needs_map {
-        let options = LbfgsOptions {
-            max_iterations: 2_000,
-            ..LbfgsOptions::default()
-        };
-        Some(find_map(model, &model.map_start(), &options)?)
-    } else {
-        None
+    let map = match (needs_map, known_map) {
+        (false, _) => None,
+        (true, Some(m)) if m.theta.len() == dim => Some(m.clone()),
+        (true, _) => Some(find_run_map(cfg, model)?),
     };
     // `inits` holds one shared start, one start per chain, or nothing (prior draws).
     let inits = match &cfg.run.init {
@@ -1112,7 +1127,11 @@ fn execute_keeping_draws(
         .collect();
     let all = memory.into_chains();
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
-    let parameters = summarize_parameters(&model.parameter_names(), &kept);
+    let parameters = if cfg.run.summary {
+        summarize_parameters(&model.parameter_names(), &kept)
+    } else {
+        Vec::new()
+    };
     let outcome = Outcome {
         parameters,
         iterations_per_second: report.iterations_per_second(),

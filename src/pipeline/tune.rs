@@ -10,8 +10,7 @@ use super::evaluation::thin_pooled;
 use crate::config::{Config, GridSelection, InitConfig, TuneConfig, TuneMetric};
 use crate::diagnostics::accuracy;
 use crate::estimator::FullDataEvaluator;
-use crate::optim::find_map;
-use crate::optim::lbfgs::LbfgsOptions;
+use crate::optim::MapResult;
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel};
 use crate::tuning::{
     ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, ScoreFunction,
@@ -35,6 +34,8 @@ pub struct TuneSession<'p> {
     pub ctx: TuneContext<'p>,
     /// Seconds to find the MAP and its score.
     pub map_seconds: f64,
+    /// The MAP the arms start from (and control variates centre on).
+    pub map: MapResult,
 }
 
 /// Which tuner.
@@ -83,6 +84,20 @@ impl<'p> TuneSession<'p> {
     /// Check the `[tune]` table, find the MAP and its full-data score, and draw the score
     /// subsample.
     pub fn new(cfg: &'p Config, prepared: &'p Prepared) -> Result<Self, TuneError> {
+        let t = Instant::now();
+        let map = super::find_run_map(cfg, prepared.model()).map_err(TuneError::Pipeline)?;
+        let mut session = Self::from_map(cfg, prepared, map)?;
+        session.map_seconds = t.elapsed().as_secs_f64();
+        Ok(session)
+    }
+
+    /// [`TuneSession::new`] with a MAP found earlier for the same model (e.g. shared by the
+    /// samplers of an experiment); `map_seconds` then counts its score only.
+    pub fn from_map(
+        cfg: &'p Config,
+        prepared: &'p Prepared,
+        map: MapResult,
+    ) -> Result<Self, TuneError> {
         let tune = cfg.tune.as_ref().ok_or_else(|| {
             TuneError::Grid(
                 "the run file has no [tune] table (see examples/tune_logistic.toml)".into(),
@@ -97,12 +112,12 @@ impl<'p> TuneSession<'p> {
         let model = prepared.model();
         let t = Instant::now();
         let dim = model.dim();
-        let options = LbfgsOptions {
-            max_iterations: 2_000,
-            ..LbfgsOptions::default()
-        };
-        let map = find_map(model, &model.map_start(), &options)
-            .map_err(|e| TuneError::Pipeline(e.into()))?;
+        if map.theta.len() != dim {
+            return Err(TuneError::Grid(format!(
+                "the MAP has {} coordinates, the model {dim}",
+                map.theta.len()
+            )));
+        }
         let mut start_score = vec![0.0; dim];
         FullDataEvaluator::new(model).grad_log_posterior(&map.theta, &mut start_score);
         let mut rng = crate::rng::stream(cfg.run.seed, SCORE_STREAM);
@@ -116,7 +131,7 @@ impl<'p> TuneSession<'p> {
         );
         let ctx = TuneContext {
             model,
-            start: map.theta,
+            start: map.theta.clone(),
             start_score,
             scores,
         };
@@ -126,6 +141,7 @@ impl<'p> TuneSession<'p> {
             prepared,
             ctx,
             map_seconds: t.elapsed().as_secs_f64(),
+            map,
         })
     }
 

@@ -230,6 +230,9 @@ test_fraction = {test_fraction}
                 self.grid_estimates
             ),
             tune_thin: 10,
+            tune_max_scored: None,
+            grid_overrides: Vec::new(),
+            map_iterations: None,
         }
     }
 }
@@ -514,24 +517,11 @@ pub fn markdown(report: &MambaLogregReport) -> String {
         "heuristic" => Some(3),
         _ => None,
     };
-    let _ = writeln!(
-        s,
-        "**Selected hyperparameters** (log10 step / batch % / L), ours | paper (Table 4):\n"
-    );
-    let _ = writeln!(s, "| sampler | {} |", methods.join(" | "));
-    let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
-    for r in &report.samplers {
-        let idx = SAMPLERS.iter().position(|x| x.0 == r.sampler).unwrap_or(0);
-        let cells: Vec<String> = r
-            .methods
-            .iter()
-            .map(|m| {
-                let paper = paper_col(&m.method).map_or("", |c| PAPER_TABLE_4[idx][c]);
-                format!("{} \\| {paper}", m.choice)
-            })
-            .collect();
-        let _ = writeln!(s, "| {} | {} |", r.sampler, cells.join(" | "));
-    }
+    s.push_str(&super::choice_table(
+        &report.samplers,
+        "Table 4",
+        &|idx, method| paper_col(method).map(|c| PAPER_TABLE_4[idx][c].to_string()),
+    ));
     let _ = writeln!(
         s,
         "\n**Final {} s runs**, mean over {} runs (seeds {}…): ξ(σ̂)·10² / KSD ± sd / test \
