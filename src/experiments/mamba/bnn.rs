@@ -116,7 +116,7 @@ impl MambaBnnSettings {
             },
             grid_estimates: 1000,
             map_iterations: 200,
-            tune_max_scored: 500,
+            tune_max_scored: 300,
             ece_draws: 300,
         }
     }
