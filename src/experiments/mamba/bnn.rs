@@ -123,7 +123,7 @@ impl MambaBnnSettings {
 
     /// The run files' shared part.
     pub fn spec(&self) -> ExperimentSpec {
-        let path = |f: &str| super::pmf::toml_path(&self.data_dir.join(f));
+        let path = |f: &str| super::toml_path(&self.data_dir.join(f));
         ExperimentSpec {
             title: "MAMBA Bayesian neural network (paper 000 §4.3)".into(),
             problem_toml: format!(
@@ -326,7 +326,7 @@ pub fn markdown(report: &MambaBnnReport) -> String {
     use std::fmt::Write;
     let h = &report.settings.harness;
     let mut s = super::choice_table(&report.samplers, "Table 8", &|sampler, method| {
-        paper_column(method).map(|c| PAPER_TABLE_8[sampler][c].to_string())
+        super::paper_column(method).map(|c| PAPER_TABLE_8[sampler][c].to_string())
     });
     let _ = writeln!(
         s,
@@ -351,7 +351,7 @@ pub fn markdown(report: &MambaBnnReport) -> String {
                 m.mean.iterations,
                 if m.mean.diverged { " (diverged)" } else { "" }
             );
-            let paper = paper_column(&m.method).map_or(String::new(), |c| {
+            let paper = super::paper_column(&m.method).map_or(String::new(), |c| {
                 let (e, x, a, d) = PAPER_TABLE_9[sampler][c];
                 format!("{e} / {x} / {a} / {d}")
             });
@@ -368,13 +368,4 @@ pub fn markdown(report: &MambaBnnReport) -> String {
     s.push_str(&super::beats_summary(&report.samplers, "ECE", h, |r| r.ece));
     s.push_str(&super::timing_table(&report.samplers));
     s
-}
-
-fn paper_column(method: &str) -> Option<usize> {
-    match method {
-        "MAMBA-KSD" => Some(0),
-        "grid search" => Some(1),
-        "heuristic" => Some(2),
-        _ => None,
-    }
 }

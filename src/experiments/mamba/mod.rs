@@ -834,6 +834,23 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
+/// A path as a TOML string (absolute, so the run files work from anywhere).
+pub fn toml_path(p: &Path) -> String {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    toml::Value::String(abs.display().to_string()).to_string()
+}
+
+/// The column of a method in the papers' three-method tables (Tables 6–9: MAMBA-KSD, grid
+/// search, heuristic).
+pub fn paper_column(method: &str) -> Option<usize> {
+    match method {
+        "MAMBA-KSD" => Some(0),
+        "grid search" => Some(1),
+        "heuristic" => Some(2),
+        _ => None,
+    }
+}
+
 /// The methods' names, from the first sampler.
 fn method_names<R>(samplers: &[SamplerResult<R>]) -> Vec<String> {
     samplers

@@ -129,7 +129,7 @@ impl MambaPmfSettings {
 
     /// The run files' shared part.
     pub fn spec(&self) -> ExperimentSpec {
-        let path = |f: &str| toml_path(&self.data_dir.join(f));
+        let path = |f: &str| super::toml_path(&self.data_dir.join(f));
         ExperimentSpec {
             title: "MAMBA matrix factorisation (paper 000 §4.2)".into(),
             problem_toml: format!(
@@ -151,12 +151,6 @@ impl MambaPmfSettings {
             map_iterations: None,
         }
     }
-}
-
-/// A path as a TOML string (absolute, so the run files work from anywhere).
-pub(super) fn toml_path(p: &Path) -> String {
-    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    toml::Value::String(abs.display().to_string()).to_string()
 }
 
 /// One final run of a chosen setting: the columns of the paper's Table 7.
@@ -418,7 +412,7 @@ pub fn markdown(report: &MambaPmfReport) -> String {
     use std::fmt::Write;
     let h = &report.settings.harness;
     let mut s = super::choice_table(&report.samplers, "Table 6", &|sampler, method| {
-        paper_column(method).map(|c| PAPER_TABLE_6[sampler][c].to_string())
+        super::paper_column(method).map(|c| PAPER_TABLE_6[sampler][c].to_string())
     });
     let _ = writeln!(
         s,
@@ -441,7 +435,7 @@ pub fn markdown(report: &MambaPmfReport) -> String {
             m.mean.iterations,
             if m.mean.diverged { " (diverged)" } else { "" }
         );
-        let paper = paper_column(&m.method).map_or(String::new(), |c| {
+        let paper = super::paper_column(&m.method).map_or(String::new(), |c| {
             let (x, k, r, d) = PAPER_TABLE_7[sampler][c];
             format!("{x} / {k} / {r} / {d}")
         });
@@ -462,13 +456,4 @@ pub fn markdown(report: &MambaPmfReport) -> String {
     s.push_str(&super::beats_summary(&report.samplers, "KSD", h, |r| r.ksd));
     s.push_str(&super::timing_table(&report.samplers));
     s
-}
-
-fn paper_column(method: &str) -> Option<usize> {
-    match method {
-        "MAMBA-KSD" => Some(0),
-        "grid search" => Some(1),
-        "heuristic" => Some(2),
-        _ => None,
-    }
 }
