@@ -297,6 +297,34 @@ fn write_configs(out: &Path, samplers: &[usize], text: impl Fn(usize) -> String)
     Ok(())
 }
 
+/// A MAMBA experiment's outputs in `out`: tables.md and report.json (also printed), the
+/// curves SVG `curves.0` (drawn by `plot`; methods with no finite `curves.1` are named), and a
+/// closing line; configs/ was written before the run.
+fn write_mamba_outputs(
+    out: &Path,
+    tables: &str,
+    report: &impl serde::Serialize,
+    curves: (&str, &str),
+    plot: impl FnOnce(&Path) -> Result<Vec<String>, sgmcmc::io::plot::PlotError>,
+    seconds: f64,
+) -> Result<()> {
+    write_tables_and_report(out, tables, report)?;
+    let (name, metric) = curves;
+    let svg = out.join(name);
+    let left_out = plot(&svg).with_context(|| format!("cannot plot {}", svg.display()))?;
+    if !left_out.is_empty() {
+        println!(
+            "{name} leaves out (no finite {metric}): {}",
+            left_out.join(", ")
+        );
+    }
+    println!(
+        "{seconds:.1} s; wrote {}/tables.md, report.json, {name} and configs/",
+        out.display()
+    );
+    Ok(())
+}
+
 /// Names of [`mamba_logreg::SAMPLERS`] as given on the command line (case-insensitive).
 fn sampler_indices(list: &[String]) -> Result<Vec<usize>> {
     list.iter()
@@ -426,22 +454,14 @@ pub fn run(which: Experiment) -> Result<()> {
             let report = mamba_logreg::run(&settings, &mut |line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
-            write_tables_and_report(&out, &mamba_logreg::markdown(&report), &report)?;
-            let svg = out.join("ksd_curves.svg");
-            let left_out = mamba_logreg::write_ksd_curves(&svg, &report)
-                .with_context(|| format!("cannot plot {}", svg.display()))?;
-            if !left_out.is_empty() {
-                println!(
-                    "ksd_curves.svg leaves out (no finite KSD): {}",
-                    left_out.join(", ")
-                );
-            }
-            println!(
-                "{:.1} s; wrote {}/tables.md, report.json, ksd_curves.svg and configs/",
+            write_mamba_outputs(
+                &out,
+                &mamba_logreg::markdown(&report),
+                &report,
+                ("ksd_curves.svg", "KSD"),
+                |svg| mamba_logreg::write_ksd_curves(svg, &report),
                 report.seconds,
-                out.display()
-            );
-            Ok(())
+            )
         }
         Experiment::MambaPmf {
             data_dir,
@@ -466,22 +486,14 @@ pub fn run(which: Experiment) -> Result<()> {
             let report = mamba_pmf::run(&settings, &mut |line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
-            write_tables_and_report(&out, &mamba_pmf::markdown(&report), &report)?;
-            let svg = out.join("ksd_curves.svg");
-            let left_out = mamba_pmf::write_ksd_curves(&svg, &report)
-                .with_context(|| format!("cannot plot {}", svg.display()))?;
-            if !left_out.is_empty() {
-                println!(
-                    "ksd_curves.svg leaves out (no finite KSD): {}",
-                    left_out.join(", ")
-                );
-            }
-            println!(
-                "{:.1} s; wrote {}/tables.md, report.json, ksd_curves.svg and configs/",
+            write_mamba_outputs(
+                &out,
+                &mamba_pmf::markdown(&report),
+                &report,
+                ("ksd_curves.svg", "KSD"),
+                |svg| mamba_pmf::write_ksd_curves(svg, &report),
                 report.seconds,
-                out.display()
-            );
-            Ok(())
+            )
         }
         Experiment::MambaBnn {
             data_dir,
@@ -503,22 +515,14 @@ pub fn run(which: Experiment) -> Result<()> {
             let report = mamba_bnn::run(&settings, &mut |line| {
                 println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
-            write_tables_and_report(&out, &mamba_bnn::markdown(&report), &report)?;
-            let svg = out.join("ece_curves.svg");
-            let left_out = mamba_bnn::write_ece_curves(&svg, &report)
-                .with_context(|| format!("cannot plot {}", svg.display()))?;
-            if !left_out.is_empty() {
-                println!(
-                    "ece_curves.svg leaves out (no finite ECE): {}",
-                    left_out.join(", ")
-                );
-            }
-            println!(
-                "{:.1} s; wrote {}/tables.md, report.json, ece_curves.svg and configs/",
+            write_mamba_outputs(
+                &out,
+                &mamba_bnn::markdown(&report),
+                &report,
+                ("ece_curves.svg", "ECE"),
+                |svg| mamba_bnn::write_ece_curves(svg, &report),
                 report.seconds,
-                out.display()
-            );
-            Ok(())
+            )
         }
         Experiment::CoresetFig1 {
             out,

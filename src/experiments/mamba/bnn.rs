@@ -13,8 +13,6 @@
 //! full-data gradient, ≈ 0.5 s here), found once and shared by every sampler and final run.
 
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
-use crate::config::Config;
-use crate::pipeline;
 use crate::tuning::TuneError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -279,16 +277,7 @@ pub fn run(
     log: &mut dyn FnMut(&str),
 ) -> Result<MambaBnnReport, TuneError> {
     let started = Instant::now();
-    let base_cfg = Config::from_toml(&config_text(settings, 0), "mamba-bnn")
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
-    let t = Instant::now();
-    let prepared = pipeline::prepare(&base_cfg)?;
-    log(&format!(
-        "data: {} training images, D = {}, {:.1} s",
-        prepared.model().num_data(),
-        prepared.model().dim(),
-        t.elapsed().as_secs_f64()
-    ));
+    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-bnn", log)?;
     let metrics = BnnMetrics { settings };
     let samplers = super::run_samplers(
         &settings.spec(),

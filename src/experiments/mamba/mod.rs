@@ -470,6 +470,28 @@ pub fn window_ksd_curve(
         .collect()
 }
 
+/// The problem of an experiment, prepared from its first run file (`name` labels config
+/// errors); `log` receives the data line.
+pub fn prepare_problem(
+    spec: &ExperimentSpec,
+    settings: &HarnessSettings,
+    name: &str,
+    log: &mut dyn FnMut(&str),
+) -> Result<Prepared, TuneError> {
+    let index = settings.samplers.first().copied().unwrap_or(0);
+    let cfg = Config::from_toml(&config_text(spec, settings, index, false), name)
+        .map_err(|e| TuneError::Grid(e.to_string()))?;
+    let t = Instant::now();
+    let prepared = pipeline::prepare(&cfg)?;
+    log(&format!(
+        "data: N = {}, D = {}, {:.1} s",
+        prepared.model().num_data(),
+        prepared.model().dim(),
+        t.elapsed().as_secs_f64()
+    ));
+    Ok(prepared)
+}
+
 /// Tune every sampler of `settings.samplers` (MAMBA-KSD, [MAMBA-FSSD,] grid search, the 1/N
 /// heuristic), then run each choice `final_runs` times from the MAP and measure it with
 /// `metrics`; `log` receives progress lines.

@@ -12,9 +12,8 @@
 //! KSD at most `final_max_scored`.
 
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
-use crate::config::Config;
 use crate::diagnostics::accuracy;
-use crate::pipeline::{self, Prepared};
+use crate::pipeline::Prepared;
 use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
 use crate::tuning::{ScoreFunction, TuneError};
@@ -304,16 +303,7 @@ pub fn run(
     log: &mut dyn FnMut(&str),
 ) -> Result<MambaPmfReport, TuneError> {
     let started = Instant::now();
-    let base_cfg = Config::from_toml(&config_text(settings, 0), "mamba-pmf")
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
-    let t = Instant::now();
-    let prepared = pipeline::prepare(&base_cfg)?;
-    log(&format!(
-        "data: {} training ratings, D = {}, {:.1} s",
-        prepared.model().num_data(),
-        prepared.model().dim(),
-        t.elapsed().as_secs_f64()
-    ));
+    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-pmf", log)?;
     let reference = load_or_run_reference(
         &settings.reference,
         settings.nuts,
