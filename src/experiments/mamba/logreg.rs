@@ -18,11 +18,10 @@
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
 use crate::config::Config;
 use crate::diagnostics::accuracy;
-use crate::pipeline::{self, Prepared};
-use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
-use crate::runner::NoProgress;
+use crate::pipeline;
+use crate::reference::ReferenceMoments;
 use crate::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
-use crate::tuning::{ScoreFunction, TuneError};
+use crate::tuning::TuneError;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -322,14 +321,10 @@ impl FinalMetrics for LogregMetrics<'_> {
         let dim = model.dim();
         let draws = run.draws;
         let p = draws.len() / dim;
-        // The same surrogate for every run: a fixed subsample (a stream of the run seed).
-        let mut rng = crate::rng::stream(settings.seed, (1 << 20) + 80);
-        let scores = ScoreFunction::control_variates(
-            model,
-            &run.session.ctx.start,
-            &run.session.ctx.start_score,
+        let scores = run.surrogate_scores(
+            settings.seed,
+            (1 << 20) + 80,
             settings.final_score_subsample,
-            &mut rng,
         );
         let imq = Kernel::Imq(ImqKernel::default());
         let ksd_of =
@@ -420,7 +415,13 @@ pub fn run(
         prepared.model().num_data(),
         t.elapsed().as_secs_f64()
     ));
-    let reference = load_or_run_reference(settings, &prepared, log)?;
+    let reference = super::load_or_run_reference(
+        &settings.reference,
+        settings.nuts,
+        settings.seed,
+        &prepared,
+        log,
+    )?;
     let metrics = LogregMetrics {
         settings,
         reference: &reference,
@@ -456,49 +457,6 @@ pub fn write_ksd_curves(
         true,
         &report.samplers,
     )
-}
-
-fn load_or_run_reference(
-    settings: &MambaLogregSettings,
-    prepared: &Prepared,
-    log: &mut dyn FnMut(&str),
-) -> Result<ReferenceMoments, TuneError> {
-    let model = prepared.model();
-    if settings.reference.exists() {
-        let r = ReferenceMoments::load(&settings.reference)
-            .map_err(|e| TuneError::Grid(e.to_string()))?;
-        if r.dim() == model.dim() {
-            log(&format!(
-                "reference: {} ({})",
-                settings.reference.display(),
-                r.method
-            ));
-            return Ok(r);
-        }
-    }
-    let t = Instant::now();
-    let (chains, warmup, draws) = settings.nuts;
-    let nuts = run_nuts(
-        model,
-        &NutsSettings {
-            chains,
-            warmup,
-            draws,
-            seed: settings.seed,
-            ..NutsSettings::default()
-        },
-        &NoProgress,
-    )
-    .map_err(|e| TuneError::Grid(e.to_string()))?;
-    nuts.moments
-        .save(&settings.reference)
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
-    log(&format!(
-        "reference: NUTS {chains} x ({warmup} + {draws}) in {:.1} s -> {}",
-        t.elapsed().as_secs_f64(),
-        settings.reference.display()
-    ));
-    Ok(nuts.moments)
 }
 
 /// The report as Markdown tables beside the paper's.

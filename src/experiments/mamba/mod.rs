@@ -17,6 +17,7 @@ use crate::diagnostics::accuracy::{self, PredictiveMetrics};
 use crate::io::TimingSink;
 use crate::io::plot::{self, Figure, Panel, PlotError, Series};
 use crate::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
+use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use crate::runner::NoProgress;
 use crate::stein::{ImqKernel, Kernel, ksd};
 use crate::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
@@ -340,6 +341,19 @@ pub fn choice(arm: &ArmSettings) -> String {
 }
 
 impl FinishedRun<'_> {
+    /// The control-variate score surrogate about the MAP on `subsample` points drawn from
+    /// stream `stream` of `seed`: the same for every final run of an experiment.
+    pub fn surrogate_scores(&self, seed: u64, stream: u64, subsample: usize) -> ScoreFunction<'_> {
+        let mut rng = crate::rng::stream(seed, stream);
+        ScoreFunction::control_variates(
+            self.session.prepared.model(),
+            &self.session.ctx.start,
+            &self.session.ctx.start_score,
+            subsample,
+            &mut rng,
+        )
+    }
+
     /// The rows the run's final metrics use (the last window).
     pub fn final_window(&self) -> Range<usize> {
         self.windows.last().cloned().unwrap_or(0..0)
@@ -379,6 +393,56 @@ impl FinishedRun<'_> {
         .map(Some)
         .map_err(|e| TuneError::Grid(e.to_string()))
     }
+}
+
+/// The reference moments at `path` if it holds `prepared`'s dimension, else NUTS with
+/// (chains, warm-up, draws) from the MAP, written to `path`.
+pub fn load_or_run_reference(
+    path: &Path,
+    (chains, warmup, draws): (usize, usize, usize),
+    seed: u64,
+    prepared: &Prepared,
+    log: &mut dyn FnMut(&str),
+) -> Result<ReferenceMoments, TuneError> {
+    let model = prepared.model();
+    if path.exists() {
+        let r = ReferenceMoments::load(path).map_err(|e| TuneError::Grid(e.to_string()))?;
+        if r.dim() == model.dim() {
+            log(&format!("reference: {} ({})", path.display(), r.method));
+            return Ok(r);
+        }
+        log(&format!(
+            "reference: {} has dimension {}, the model {}: recomputing",
+            path.display(),
+            r.dim(),
+            model.dim()
+        ));
+    }
+    let t = Instant::now();
+    let nuts = run_nuts(
+        model,
+        &NutsSettings {
+            chains,
+            warmup,
+            draws,
+            seed,
+            ..NutsSettings::default()
+        },
+        &NoProgress,
+    )
+    .map_err(|e| TuneError::Grid(e.to_string()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).ok();
+    }
+    nuts.moments
+        .save(path)
+        .map_err(|e| TuneError::Grid(e.to_string()))?;
+    log(&format!(
+        "reference: NUTS {chains} x ({warmup} + {draws}) in {:.1} s -> {}",
+        t.elapsed().as_secs_f64(),
+        path.display()
+    ));
+    Ok(nuts.moments)
 }
 
 /// The checkpoint times t_k = k·T/K, k = 1…K.

@@ -13,10 +13,8 @@
 
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
 use crate::diagnostics::accuracy;
-use crate::pipeline::Prepared;
-use crate::reference::{NutsSettings, ReferenceMoments, run_nuts};
-use crate::runner::NoProgress;
-use crate::tuning::{ScoreFunction, TuneError};
+use crate::reference::ReferenceMoments;
+use crate::tuning::TuneError;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -211,14 +209,10 @@ impl FinalMetrics for PmfMetrics<'_> {
         let settings = self.settings;
         let model = run.session.prepared.model();
         let dim = model.dim();
-        // The same surrogate for every run: a fixed subsample (a stream of the run seed).
-        let mut rng = crate::rng::stream(settings.harness.seed, (1 << 20) + 81);
-        let scores = ScoreFunction::control_variates(
-            model,
-            &run.session.ctx.start,
-            &run.session.ctx.start_score,
+        let scores = run.surrogate_scores(
+            settings.harness.seed,
+            (1 << 20) + 81,
             settings.final_score_subsample,
-            &mut rng,
         );
         let curve = super::window_ksd_curve(
             run.draws,
@@ -304,7 +298,7 @@ pub fn run(
 ) -> Result<MambaPmfReport, TuneError> {
     let started = Instant::now();
     let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-pmf", log)?;
-    let reference = load_or_run_reference(
+    let reference = super::load_or_run_reference(
         &settings.reference,
         settings.nuts,
         settings.harness.seed,
@@ -328,56 +322,6 @@ pub fn run(
         samplers,
         seconds: started.elapsed().as_secs_f64(),
     })
-}
-
-/// The reference moments at `path` if it holds `prepared`'s dimension, else NUTS with
-/// (chains, warm-up, draws) from the MAP, written to `path`.
-pub fn load_or_run_reference(
-    path: &Path,
-    (chains, warmup, draws): (usize, usize, usize),
-    seed: u64,
-    prepared: &Prepared,
-    log: &mut dyn FnMut(&str),
-) -> Result<ReferenceMoments, TuneError> {
-    let model = prepared.model();
-    if path.exists() {
-        let r = ReferenceMoments::load(path).map_err(|e| TuneError::Grid(e.to_string()))?;
-        if r.dim() == model.dim() {
-            log(&format!("reference: {} ({})", path.display(), r.method));
-            return Ok(r);
-        }
-        log(&format!(
-            "reference: {} has dimension {}, the model {}: recomputing",
-            path.display(),
-            r.dim(),
-            model.dim()
-        ));
-    }
-    let t = Instant::now();
-    let nuts = run_nuts(
-        model,
-        &NutsSettings {
-            chains,
-            warmup,
-            draws,
-            seed,
-            ..NutsSettings::default()
-        },
-        &NoProgress,
-    )
-    .map_err(|e| TuneError::Grid(e.to_string()))?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).ok();
-    }
-    nuts.moments
-        .save(path)
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
-    log(&format!(
-        "reference: NUTS {chains} x ({warmup} + {draws}) in {:.1} s -> {}",
-        t.elapsed().as_secs_f64(),
-        path.display()
-    ));
-    Ok(nuts.moments)
 }
 
 /// The KSD curves of the final runs as an SVG (the paper's Figure 2).
