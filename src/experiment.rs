@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use sgmcmc::config::MapOptimizer;
 use sgmcmc::experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc::experiments::mamba::HarnessSettings;
 use sgmcmc::experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
@@ -13,6 +14,15 @@ use sgmcmc::experiments::mh_mnist::{self, MhMnistSettings};
 use sgmcmc::experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// `--map-optimizer` of the neural-network experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapOptimizerArg {
+    /// L-BFGS on the full data.
+    Lbfgs,
+    /// Adam on minibatches.
+    Adam,
+}
 
 /// The experiments.
 #[derive(Subcommand)]
@@ -145,9 +155,18 @@ pub enum Experiment {
         /// Grid search: gradient estimates per grid point (the paper: 1,000 iterations; SGHMC gets 1,000/L iterations).
         #[arg(long, default_value_t = 1000)]
         grid_estimates: u64,
-        /// L-BFGS iterations of the MAP (each about one full-data gradient, about 0.5 s).
-        #[arg(long, default_value_t = 200)]
-        map_iterations: usize,
+        /// The MAP's optimiser: lbfgs (full data) or adam (minibatches, as the authors' code found its MAP).
+        #[arg(long, value_enum, default_value_t = MapOptimizerArg::Lbfgs)]
+        map_optimizer: MapOptimizerArg,
+        /// Iterations of the MAP search (default: 200 L-BFGS iterations, each about one full-data gradient, about 0.5 s; or 5,000 Adam steps).
+        #[arg(long)]
+        map_iterations: Option<usize>,
+        /// Adam's learning rate (only with --map-optimizer adam; the authors': 1e-3).
+        #[arg(long)]
+        map_learning_rate: Option<f64>,
+        /// Adam's minibatch: a count or a percentage (only with --map-optimizer adam; the authors': 10%).
+        #[arg(long)]
+        map_batch: Option<String>,
         #[command(flatten)]
         common: RealDataArgs,
     },
@@ -297,32 +316,62 @@ fn write_configs(out: &Path, samplers: &[usize], text: impl Fn(usize) -> String)
     Ok(())
 }
 
-/// A MAMBA experiment's outputs in `out`: tables.md and report.json (also printed), the
-/// curves SVG `curves.0` (drawn by `plot`; methods with no finite `curves.1` are named), and a
-/// closing line; configs/ was written before the run.
-fn write_mamba_outputs(
-    out: &Path,
-    tables: &str,
-    report: &impl serde::Serialize,
-    curves: (&str, &str),
-    plot: impl FnOnce(&Path) -> Result<Vec<String>, sgmcmc::io::plot::PlotError>,
-    seconds: f64,
-) -> Result<()> {
-    write_tables_and_report(out, tables, report)?;
-    let (name, metric) = curves;
-    let svg = out.join(name);
-    let left_out = plot(&svg).with_context(|| format!("cannot plot {}", svg.display()))?;
-    if !left_out.is_empty() {
-        println!(
-            "{name} leaves out (no finite {metric}): {}",
-            left_out.join(", ")
-        );
+/// How a MAMBA experiment writes its outputs: its tables, its curves SVG (file name and
+/// metric) and the plot of the curves.
+struct MambaOutputs<R> {
+    markdown: fn(&R) -> String,
+    curves: (&'static str, &'static str),
+    plot: fn(&Path, &R) -> Result<Vec<String>, sgmcmc::io::plot::PlotError>,
+}
+
+impl<R: serde::Serialize> MambaOutputs<R> {
+    /// Write tables.md, report.json and the curves SVG into `out`; returns the tables and the
+    /// methods the plot left out.
+    fn save(&self, out: &Path, report: &R) -> Result<(String, Vec<String>)> {
+        let tables = (self.markdown)(report);
+        std::fs::write(out.join("tables.md"), &tables)
+            .with_context(|| format!("cannot write {}/tables.md", out.display()))?;
+        std::fs::write(
+            out.join("report.json"),
+            serde_json::to_string_pretty(report)? + "\n",
+        )
+        .with_context(|| format!("cannot write {}/report.json", out.display()))?;
+        let svg = out.join(self.curves.0);
+        let left_out =
+            (self.plot)(&svg, report).with_context(|| format!("cannot plot {}", svg.display()))?;
+        Ok((tables, left_out))
     }
-    println!(
-        "{seconds:.1} s; wrote {}/tables.md, report.json, {name} and configs/",
-        out.display()
-    );
-    Ok(())
+
+    /// Save the samplers finished so far (after each one), so that an experiment stopped
+    /// early keeps them; a failure to write is a warning, not the end of the run.
+    fn save_partial(&self, out: &Path, report: &R, finished: usize) {
+        match self.save(out, report) {
+            Ok(_) => println!(
+                "saved the {finished} finished sampler(s) to {}/tables.md, report.json and {}",
+                out.display(),
+                self.curves.0
+            ),
+            Err(e) => eprintln!("warning: cannot save the finished samplers: {e:#}"),
+        }
+    }
+
+    /// Save the whole report and print its tables and what was written.
+    fn finish(&self, out: &Path, report: &R, seconds: f64) -> Result<()> {
+        let (tables, left_out) = self.save(out, report)?;
+        println!("\n{tables}");
+        let (name, metric) = self.curves;
+        if !left_out.is_empty() {
+            println!(
+                "{name} leaves out (no finite {metric}): {}",
+                left_out.join(", ")
+            );
+        }
+        println!(
+            "{seconds:.1} s; wrote {}/tables.md, report.json, {name} and configs/",
+            out.display()
+        );
+        Ok(())
+    }
 }
 
 /// Names of [`mamba_logreg::SAMPLERS`] as given on the command line (case-insensitive).
@@ -451,17 +500,17 @@ pub fn run(which: Experiment) -> Result<()> {
                 std::fs::create_dir_all(dir).ok();
             }
             let started = Instant::now();
-            let report = mamba_logreg::run(&settings, &mut |line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
-            })?;
-            write_mamba_outputs(
-                &out,
-                &mamba_logreg::markdown(&report),
-                &report,
-                ("ksd_curves.svg", "KSD"),
-                |svg| mamba_logreg::write_ksd_curves(svg, &report),
-                report.seconds,
-            )
+            let outputs = MambaOutputs {
+                markdown: mamba_logreg::markdown,
+                curves: ("ksd_curves.svg", "KSD"),
+                plot: mamba_logreg::write_ksd_curves,
+            };
+            let report = mamba_logreg::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
         }
         Experiment::MambaPmf {
             data_dir,
@@ -483,46 +532,64 @@ pub fn run(which: Experiment) -> Result<()> {
                 mamba_pmf::config_text(&settings, i)
             })?;
             let started = Instant::now();
-            let report = mamba_pmf::run(&settings, &mut |line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
-            })?;
-            write_mamba_outputs(
-                &out,
-                &mamba_pmf::markdown(&report),
-                &report,
-                ("ksd_curves.svg", "KSD"),
-                |svg| mamba_pmf::write_ksd_curves(svg, &report),
-                report.seconds,
-            )
+            let outputs = MambaOutputs {
+                markdown: mamba_pmf::markdown,
+                curves: ("ksd_curves.svg", "KSD"),
+                plot: mamba_pmf::write_ksd_curves,
+            };
+            let report = mamba_pmf::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
         }
         Experiment::MambaBnn {
             data_dir,
             out,
             grid_estimates,
+            map_optimizer,
             map_iterations,
+            map_learning_rate,
+            map_batch,
             common,
         } => {
+            let map_optimizer = match map_optimizer {
+                MapOptimizerArg::Lbfgs => MapOptimizer::Lbfgs,
+                MapOptimizerArg::Adam => MapOptimizer::Adam,
+            };
+            if map_optimizer == MapOptimizer::Lbfgs
+                && (map_learning_rate.is_some() || map_batch.is_some())
+            {
+                anyhow::bail!(
+                    "--map-learning-rate and --map-batch are Adam settings; add --map-optimizer adam"
+                );
+            }
+            let defaults = MambaBnnSettings::new(data_dir);
             let mut settings = MambaBnnSettings {
                 grid_estimates,
+                map_optimizer,
                 map_iterations,
-                ..MambaBnnSettings::new(data_dir)
+                map_learning_rate: map_learning_rate.unwrap_or(defaults.map_learning_rate),
+                map_batch: map_batch.unwrap_or_else(|| defaults.map_batch.clone()),
+                ..defaults
             };
             common.apply(&mut settings.harness)?;
             write_configs(&out, &settings.harness.samplers, |i| {
                 mamba_bnn::config_text(&settings, i)
             })?;
             let started = Instant::now();
-            let report = mamba_bnn::run(&settings, &mut |line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
-            })?;
-            write_mamba_outputs(
-                &out,
-                &mamba_bnn::markdown(&report),
-                &report,
-                ("ece_curves.svg", "ECE"),
-                |svg| mamba_bnn::write_ece_curves(svg, &report),
-                report.seconds,
-            )
+            let outputs = MambaOutputs {
+                markdown: mamba_bnn::markdown,
+                curves: ("ece_curves.svg", "ECE"),
+                plot: mamba_bnn::write_ece_curves,
+            };
+            let report = mamba_bnn::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
         }
         Experiment::CoresetFig1 {
             out,

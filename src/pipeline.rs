@@ -4,8 +4,8 @@
 
 use crate::config::{
     Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    MhTestKind, ModelConfig, NoiseVariance, PriorKind, SamplerConfig, SamplerTable, ScheduleConfig,
-    SyntheticGenerator,
+    MapSearch, MhTestKind, ModelConfig, NoiseVariance, PriorKind, SamplerConfig, SamplerTable,
+    ScheduleConfig, SyntheticGenerator,
 };
 use crate::data::{self, DataError, Dataset, Features, Matrix};
 use crate::estimator::{
@@ -21,7 +21,7 @@ use crate::model::{
     SparseRegressionSettings,
 };
 use crate::optim::lbfgs::LbfgsOptions;
-use crate::optim::{MapError, MapResult, find_map};
+use crate::optim::{MapError, MapResult, find_map, find_map_adam};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
 use crate::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
@@ -1011,19 +1011,24 @@ pub fn execute_prepared_with_sink(
     Ok((outcome, chains))
 }
 
-/// The MAP a run starts from: L-BFGS (at most `[run] map_iterations`) from the model's
-/// `map_start`.
+/// The MAP a run starts from, from the model's `map_start`: L-BFGS (at most
+/// `[run] map_iterations`) or, with `map_optimizer = "adam"`, Adam on minibatches drawn from
+/// the run seed's shared-initialisation stream.
 pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, PipelineError> {
-    if cfg.run.map_iterations == 0 {
-        return Err(PipelineError::Other(
-            "[run] map_iterations must be at least 1".into(),
-        ));
+    let start = model.map_start();
+    match cfg.run.map_search().map_err(PipelineError::Other)? {
+        MapSearch::Lbfgs { iterations } => {
+            let options = LbfgsOptions {
+                max_iterations: iterations,
+                ..LbfgsOptions::default()
+            };
+            Ok(find_map(model, &start, &options)?)
+        }
+        MapSearch::Adam(options) => {
+            let mut rng = crate::rng::stream(cfg.run.seed, crate::rng::streams::SHARED_INIT);
+            Ok(find_map_adam(model, &start, &options, &mut rng)?)
+        }
     }
-    let options = LbfgsOptions {
-        max_iterations: cfg.run.map_iterations,
-        ..LbfgsOptions::default()
-    };
-    Ok(find_map(model, &model.map_start(), &options)?)
 }
 
 /// [`execute`], also returning every chain's kept draws (flat `draws × D`).
@@ -1038,7 +1043,8 @@ fn execute_keeping_draws(
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let settings = run_settings(cfg)?;
     let dim = model.dim();
-    // Validate sampler and estimator settings once, before anything runs.
+    // Validate sampler, estimator and MAP settings once, before anything runs.
+    cfg.run.map_search().map_err(PipelineError::Other)?;
     build_sampler_for(&cfg.sampler, &settings, model)?;
     check_estimator(&cfg.gradient, model)?;
     check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;

@@ -21,13 +21,16 @@ pub struct MapResult {
     pub converged: bool,
 }
 
-/// Failure to find the MAP.
+/// Failure to find the MAP (by L-BFGS or by Adam).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MapError {
     /// The optimiser failed (non-finite start, line search failure).
     #[error("finding the MAP: {0}")]
     Optimiser(#[from] LbfgsError),
+    /// Adam failed (bad settings, or the iterate diverged).
+    #[error("finding the MAP: {0}")]
+    Adam(#[from] super::adam::AdamMapError),
     /// The start has the wrong length.
     #[error("finding the MAP: start has {got} values, the model has {expected} parameters")]
     Dimension {

@@ -231,7 +231,7 @@ test_fraction = {test_fraction}
             tune_thin: 10,
             tune_max_scored: None,
             grid_overrides: Vec::new(),
-            map_iterations: None,
+            map_toml: String::new(),
         }
     }
 }
@@ -394,10 +394,12 @@ impl FinalMetrics for LogregMetrics<'_> {
     }
 }
 
-/// Run the experiment; `log` receives progress lines.
+/// Run the experiment; `log` receives progress lines and `partial` the report of the samplers
+/// finished so far, after each one.
 pub fn run(
     settings: &MambaLogregSettings,
     log: &mut dyn FnMut(&str),
+    partial: &mut dyn FnMut(&MambaLogregReport),
 ) -> Result<MambaLogregReport, TuneError> {
     let started = Instant::now();
     let other = |e: String| TuneError::Grid(e);
@@ -426,19 +428,21 @@ pub fn run(
         settings,
         reference: &reference,
     };
+    let report = |samplers: Vec<SamplerResult>| MambaLogregReport {
+        settings: settings.clone(),
+        reference_method: reference.method.clone(),
+        samplers,
+        seconds: started.elapsed().as_secs_f64(),
+    };
     let samplers = super::run_samplers(
         &settings.spec(),
         &settings.harness(),
         &prepared,
         &metrics,
         log,
+        &mut |done| partial(&report(done.to_vec())),
     )?;
-    Ok(MambaLogregReport {
-        settings: settings.clone(),
-        reference_method: reference.method.clone(),
-        samplers,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(report(samplers))
 }
 
 /// The KSD curves of the final runs as an SVG (one panel per sampler, mean ± 2 sd over the

@@ -74,8 +74,9 @@ pub struct ExperimentSpec {
     /// Per-sampler `[tune.grid]` bodies replacing `grid_toml` (index into [`SAMPLERS`]), e.g.
     /// the BNN experiment's SGNHT re-run on log10 steps −5 … −7.5.
     pub grid_overrides: Vec<(usize, String)>,
-    /// `[run] map_iterations` (unset: the default 2,000).
-    pub map_iterations: Option<usize>,
+    /// Extra `[run]` lines for the MAP search (`map_optimizer`, `map_iterations`, …; empty:
+    /// the defaults, 2,000 L-BFGS iterations).
+    pub map_toml: String,
 }
 
 /// The grid of the PMF and neural-network experiments (App. C.2.3, C.3.3): log10 step
@@ -133,9 +134,6 @@ pub fn config_text(
     let max_scored = spec
         .tune_max_scored
         .map_or(String::new(), |m| format!("max_scored_draws = {m}\n"));
-    let map_iterations = spec
-        .map_iterations
-        .map_or(String::new(), |m| format!("map_iterations = {m}\n"));
     let inner = if sampler.contains("sghmc") && !spec.sghmc_inner_steps.is_empty() {
         let l: Vec<String> = spec
             .sghmc_inner_steps
@@ -159,7 +157,7 @@ estimator = "{estimator}"
 seed = {seed}
 chains = 1
 budget_seconds = {final_seconds}
-{map_iterations}
+{map}
 [tune]
 budget_seconds = {budget}
 metric = "{metric}"
@@ -177,6 +175,7 @@ threads = {threads}
         problem = spec.problem_toml.trim_end().to_string() + "\n",
         seed = settings.seed,
         final_seconds = settings.final_seconds,
+        map = spec.map_toml,
         budget = settings.budget_seconds,
         metric = if fssd { "fssd" } else { "ksd" },
         thin = spec.tune_thin,
@@ -558,13 +557,15 @@ pub fn prepare_problem(
 
 /// Tune every sampler of `settings.samplers` (MAMBA-KSD, [MAMBA-FSSD,] grid search, the 1/N
 /// heuristic), then run each choice `final_runs` times from the MAP and measure it with
-/// `metrics`; `log` receives progress lines.
+/// `metrics`; `log` receives progress lines, and `finished` the results so far each time a
+/// sampler is done (so that a long experiment that stops early keeps its finished samplers).
 pub fn run_samplers<M: FinalMetrics>(
     spec: &ExperimentSpec,
     settings: &HarnessSettings,
     prepared: &Prepared,
     metrics: &M,
     log: &mut dyn FnMut(&str),
+    finished: &mut dyn FnMut(&[SamplerResult<M::Run>]),
 ) -> Result<Vec<SamplerResult<M::Run>>, TuneError> {
     let other = |e: String| TuneError::Grid(e);
     if settings.final_runs == 0 {
@@ -715,6 +716,7 @@ pub fn run_samplers<M: FinalMetrics>(
             timing,
             rank_check,
         });
+        finished(&samplers);
     }
     Ok(samplers)
 }

@@ -145,7 +145,7 @@ impl MambaPmfSettings {
             tune_thin: 10,
             tune_max_scored: Some(self.tune_max_scored),
             grid_overrides: Vec::new(),
-            map_iterations: None,
+            map_toml: String::new(),
         }
     }
 }
@@ -291,10 +291,12 @@ pub fn config_text(settings: &MambaPmfSettings, index: usize) -> String {
     super::config_text(&settings.spec(), &settings.harness, index, false)
 }
 
-/// Run the experiment; `log` receives progress lines.
+/// Run the experiment; `log` receives progress lines and `partial` the report of the samplers
+/// finished so far, after each one.
 pub fn run(
     settings: &MambaPmfSettings,
     log: &mut dyn FnMut(&str),
+    partial: &mut dyn FnMut(&MambaPmfReport),
 ) -> Result<MambaPmfReport, TuneError> {
     let started = Instant::now();
     let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-pmf", log)?;
@@ -309,19 +311,21 @@ pub fn run(
         settings,
         reference: &reference,
     };
+    let report = |samplers: Vec<SamplerResult>| MambaPmfReport {
+        settings: settings.clone(),
+        reference_method: reference.method.clone(),
+        samplers,
+        seconds: started.elapsed().as_secs_f64(),
+    };
     let samplers = super::run_samplers(
         &settings.spec(),
         &settings.harness,
         &prepared,
         &metrics,
         log,
+        &mut |done| partial(&report(done.to_vec())),
     )?;
-    Ok(MambaPmfReport {
-        settings: settings.clone(),
-        reference_method: reference.method.clone(),
-        samplers,
-        seconds: started.elapsed().as_secs_f64(),
-    })
+    Ok(report(samplers))
 }
 
 /// The KSD curves of the final runs as an SVG (the paper's Figure 2).
