@@ -133,19 +133,25 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
         let ksd = run["ksd"].as_f64().unwrap();
         assert!(ksd.is_finite() && ksd > 0.0, "{m}");
         assert!(run["ksd_scored_draws"].as_u64().unwrap() <= 51);
-        assert!(run["xi"].as_f64().unwrap().is_finite());
         // Every 10th iterate kept, the first 10 % of them dropped.
         let kept = run["iterations"].as_u64().unwrap() / 10;
         let draws = run["draws"].as_u64().unwrap();
+        // ξ needs an sd, so two draws: a run slowed down by a loaded machine may keep one.
+        if draws >= 2 {
+            assert!(run["xi"].as_f64().unwrap().is_finite(), "{run}");
+        } else {
+            assert!(run["xi"].is_null(), "{run}");
+        }
         assert!(draws <= kept && draws + kept / 10 + 1 >= kept, "{run}");
     }
     let cfg = std::fs::read_to_string(out.join("configs/sgld.toml")).unwrap();
     assert!(cfg.contains("select_by = \"rmse\"") && cfg.contains("max_scored_draws = 1000"));
 }
 
-/// The neural network on MNIST at tiny budgets (3 L-BFGS iterations for the MAP): SGNHT tuned
-/// on the paper's re-run grid (log10 step −5 … −7.5), ECE and MCE fractions in [0, 1], and
-/// the accuracy of a barely trained network above chance.
+/// The neural network on MNIST at tiny budgets (the MAP by 30 Adam steps, as the authors found
+/// theirs): SGNHT tuned on the paper's re-run grid (log10 step −5 … −7.5), ECE and MCE
+/// fractions in [0, 1], the accuracy of a barely trained network above chance, and the
+/// finished samplers saved after each one.
 #[test]
 fn mamba_bnn_runs_end_to_end_on_mnist() {
     let Some(data) = shared("mnist") else {
@@ -160,9 +166,13 @@ fn mamba_bnn_runs_end_to_end_on_mnist() {
             "--out",
             "out",
             "--samplers",
-            "SGNHT",
+            "SGNHT,SGLD",
+            "--map-optimizer",
+            "adam",
             "--map-iterations",
-            "3",
+            "30",
+            "--map-batch",
+            "1%",
             "--grid-estimates",
             "10",
             "--budget-seconds",
@@ -197,8 +207,33 @@ fn mamba_bnn_runs_end_to_end_on_mnist() {
         assert!(accuracy > 0.2 && accuracy <= 1.0, "{run}");
     }
     let cfg = std::fs::read_to_string(out.join("configs/sgnht.toml")).unwrap();
-    assert!(cfg.contains("from = -5.0") && cfg.contains("map_iterations = 3"));
-    assert!(cfg.contains("select_by = \"accuracy\""));
+    assert!(cfg.contains("from = -5.0") && cfg.contains("select_by = \"accuracy\""));
+    for line in [
+        "map_optimizer = \"adam\"",
+        "map_iterations = 30",
+        "map_learning_rate = 1e-3",
+        "map_batch_size = \"1%\"",
+    ] {
+        assert!(cfg.contains(line), "{line} not in {cfg}");
+    }
+    // Each finished sampler was saved before the next one started.
+    let first = text.find("saved the 1 finished sampler(s)").expect(&text);
+    let second = text.find("saved the 2 finished sampler(s)").expect(&text);
+    assert!(first < text.find("SGLD: MAMBA-KSD").unwrap() && second > first);
+    let samplers: Vec<&str> = report["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sampler"].as_str().unwrap())
+        .collect();
+    assert_eq!(samplers, ["SGNHT", "SGLD"]);
+
+    // Adam's settings without Adam are an error that says what to add.
+    let (ok, text) = sgmcmc(
+        &["experiment", "mamba-bnn", data.to_str().unwrap(), "--map-batch", "1%"],
+        dir.path(),
+    );
+    assert!(!ok && text.contains("add --map-optimizer adam"), "{text}");
 }
 
 /// `[run] map_iterations` bounds the L-BFGS search of the MAP; 0 is an error naming the key.

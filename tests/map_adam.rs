@@ -8,7 +8,7 @@ mod common;
 use common::{features, normals};
 use sgmcmc::config::{Config, MapOptimizer};
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::model::{GaussianModel, Model};
+use sgmcmc::model::GaussianModel;
 use sgmcmc::optim::{AdamMapOptions, find_map_adam};
 use sgmcmc::rng::stream;
 

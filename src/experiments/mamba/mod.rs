@@ -555,6 +555,9 @@ pub fn prepare_problem(
     Ok(prepared)
 }
 
+/// The callback of [`run_samplers`] that receives the samplers finished so far.
+pub type Finished<'a, R> = dyn FnMut(&[SamplerResult<R>]) + 'a;
+
 /// Tune every sampler of `settings.samplers` (MAMBA-KSD, [MAMBA-FSSD,] grid search, the 1/N
 /// heuristic), then run each choice `final_runs` times from the MAP and measure it with
 /// `metrics`; `log` receives progress lines, and `finished` the results so far each time a
@@ -565,7 +568,7 @@ pub fn run_samplers<M: FinalMetrics>(
     prepared: &Prepared,
     metrics: &M,
     log: &mut dyn FnMut(&str),
-    finished: &mut dyn FnMut(&[SamplerResult<M::Run>]),
+    finished: &mut Finished<'_, M::Run>,
 ) -> Result<Vec<SamplerResult<M::Run>>, TuneError> {
     let other = |e: String| TuneError::Grid(e);
     if settings.final_runs == 0 {
