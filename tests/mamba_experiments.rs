@@ -230,7 +230,13 @@ fn mamba_bnn_runs_end_to_end_on_mnist() {
 
     // Adam's settings without Adam are an error that says what to add.
     let (ok, text) = sgmcmc(
-        &["experiment", "mamba-bnn", data.to_str().unwrap(), "--map-batch", "1%"],
+        &[
+            "experiment",
+            "mamba-bnn",
+            data.to_str().unwrap(),
+            "--map-batch",
+            "1%",
+        ],
         dir.path(),
     );
     assert!(!ok && text.contains("add --map-optimizer adam"), "{text}");

@@ -579,8 +579,12 @@ pub fn run_samplers<M: FinalMetrics>(
         .map_err(|e| other(e.to_string()))?;
     let map = pipeline::find_run_map(&base, prepared.model()).map_err(TuneError::Pipeline)?;
     log(&format!(
-        "MAP: {} L-BFGS iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
+        "MAP: {} {} iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
         map.iterations,
+        match base.run.map_optimizer {
+            crate::config::MapOptimizer::Lbfgs => "L-BFGS",
+            crate::config::MapOptimizer::Adam => "Adam",
+        },
         map.log_posterior,
         map.gradient_norm,
         t.elapsed().as_secs_f64()
