@@ -1,0 +1,495 @@
+//! The `demo`, `run` and `reference` commands.
+
+use crate::progress::auto_progress;
+use anyhow::{Context, Result};
+use sgmcmc::config::Config;
+use sgmcmc::config::coreset::CoresetFile;
+use sgmcmc::data::synthetic;
+use sgmcmc::io::format_table;
+use sgmcmc::io::{DrawSink, ZarrSink, summarize_parameters};
+use sgmcmc::model::Model;
+use sgmcmc::optim::laplace_covariance;
+use sgmcmc::pipeline::{self, Outcome};
+use sgmcmc::reference::{self, NutsSettings};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by the first Ctrl-C: chains stop at their next iteration and everything is written.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// First Ctrl-C: stop sampling gracefully (draws and summary are written). Second: exit now.
+fn install_interrupt_handler() {
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            eprintln!("second interrupt: exiting without writing the summary");
+            std::process::exit(130);
+        }
+        eprintln!(
+            "interrupt: stopping the chains and saving the draws (press Ctrl-C again to exit now)"
+        );
+    });
+}
+
+/// After the outputs are written: an interrupted run ends with an error exit.
+fn finish(outcome: &Outcome) -> Result<()> {
+    if outcome.interrupted {
+        anyhow::bail!(
+            "interrupted: sampling stopped early; the draws so far and the summary were saved"
+        );
+    }
+    Ok(())
+}
+
+/// The demo's run file, embedded so `demo` needs no files.
+const DEMO_CONFIG: &str = include_str!("../../../examples/demo.toml");
+
+fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
+    println!();
+    print!("{}", format_table(&outcome.parameters, extra));
+    println!("{}", verdict(&outcome.parameters));
+    let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
+    println!(
+        "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
+        outcome.chains, per_chain, outcome.seconds, outcome.iterations_per_second, outcome.draws
+    );
+    if let Some(map) = &outcome.map {
+        println!(
+            "MAP by L-BFGS: {} iterations, {} full-data evaluations, {:.2} s, |grad|_inf = {:.2e}{}",
+            map.iterations,
+            map.evaluations,
+            outcome.map_seconds,
+            map.gradient_norm,
+            if map.converged {
+                ""
+            } else {
+                " (NOT converged: the chains start from the last iterate)"
+            }
+        );
+    }
+    if let Some(ev) = &outcome.evaluation {
+        for line in ev.describe() {
+            println!("{line}");
+        }
+    }
+    for c in &outcome.run.chains {
+        if let Some(stats) = c
+            .sampler_statistics
+            .as_ref()
+            .and_then(|v| serde_json::from_value::<sgmcmc::mh::MhStatistics>(v.clone()).ok())
+        {
+            println!("chain {}: {}", c.chain, stats.describe());
+        }
+    }
+    for c in &outcome.run.chains {
+        if let Some(d) = &c.divergence {
+            println!(
+                "WARNING: chain {} diverged at iteration {} (non-finite state); its {} earlier draws are \
+                 stored but left out of the summary. Last finite state: {:?}",
+                c.chain, d.iteration, c.draws, d.last_finite_state
+            );
+        }
+    }
+}
+
+/// One line judging the diagnostics against the usual thresholds (Vehtari et al. 2021:
+/// R-hat ≤ 1.01, bulk and tail ESS ≥ 400).
+fn verdict(rows: &[sgmcmc::io::ParameterRow]) -> String {
+    let max_rhat = rows.iter().map(|r| r.stats.rhat).fold(f64::NAN, f64::max);
+    let min_bulk = rows
+        .iter()
+        .map(|r| r.stats.ess_bulk)
+        .fold(f64::NAN, f64::min);
+    let min_tail = rows
+        .iter()
+        .map(|r| r.stats.ess_tail)
+        .fold(f64::NAN, f64::min);
+    let stats =
+        format!("max R-hat {max_rhat:.3}, min bulk ESS {min_bulk:.0}, min tail ESS {min_tail:.0}");
+    // Judge the values as printed (R-hat to 3 decimals, ESS to whole draws).
+    let rhat_shown = (max_rhat * 1e3).round() / 1e3;
+    if rhat_shown <= 1.01 && min_bulk.round() >= 400.0 && min_tail.round() >= 400.0 {
+        format!("diagnostics: {stats}: within the usual thresholds (R-hat <= 1.01, ESS >= 400)")
+    } else {
+        format!(
+            "diagnostics: {stats}: NOT within the usual thresholds (R-hat <= 1.01, ESS >= 400); \
+             treat means as rough and tails as unreliable, or run longer"
+        )
+    }
+}
+
+fn write_outputs(out: &Path, outcome: &Outcome, cfg: &Config, model: &dyn Model) -> Result<()> {
+    let summary = pipeline::summary_json(outcome, cfg, model);
+    let path = pipeline::write_summary(out, &summary)?;
+    println!(
+        "draws: {}   summary: {}",
+        out.join("draws.zarr").display(),
+        path.display()
+    );
+    Ok(())
+}
+
+fn prepare_out(out: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    Ok(out.join("draws.zarr"))
+}
+
+/// `sgmcmc demo`.
+pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool) -> Result<()> {
+    if print_config {
+        print!("{DEMO_CONFIG}");
+        return Ok(());
+    }
+    let mut cfg = Config::from_toml(DEMO_CONFIG, "examples/demo.toml")?;
+    if let Some(n) = iterations {
+        cfg.run.iterations = Some(n);
+    }
+    let syn = cfg
+        .data
+        .synthetic
+        .clone()
+        .context("the demo config uses synthetic data")?;
+    let t0 = std::time::Instant::now();
+    let (data, theta_star) = synthetic::logistic_regression(syn.rows, syn.dim, syn.seed);
+    let model = pipeline::build_model(&cfg.model, data)?;
+    println!(
+        "sgmcmc demo: Bayesian logistic regression, N = {} rows, d = {}, prior N(0, 10 I); data built in {:.2} s",
+        model.num_data(),
+        model.dim(),
+        t0.elapsed().as_secs_f64()
+    );
+    println!(
+        "SGLD with control-variate gradients centred at the MAP (SGLD-CV), step 5e-7, batch 1,000; \
+         {} chains x {} iterations (burn-in {}, thin {})",
+        cfg.run.chains,
+        cfg.run.iterations.unwrap_or(0),
+        cfg.run.burn_in,
+        cfg.run.thin
+    );
+    let zarr = out.as_deref().map(prepare_out).transpose()?;
+    let progress = auto_progress(cfg.run.chains);
+    install_interrupt_handler();
+    let outcome = pipeline::execute(
+        &cfg,
+        model.as_ref(),
+        zarr.as_deref(),
+        progress.as_ref(),
+        &STOP,
+    )?;
+    let laplace_sd: Vec<f64> = outcome
+        .map
+        .as_ref()
+        .and_then(|m| laplace_covariance(model.as_ref(), &m.theta))
+        .map(|cov| {
+            (0..model.dim())
+                .map(|j| cov[j * model.dim() + j].sqrt())
+                .collect()
+        })
+        .unwrap_or_default();
+    print_outcome(
+        &outcome,
+        &[("true", &theta_star), ("laplace_sd", &laplace_sd)],
+    );
+    println!(
+        "(true = the theta* that generated the data; laplace_sd = sd of the Laplace approximation at the MAP)"
+    );
+    if let Some(dir) = &out {
+        write_outputs(dir, &outcome, &cfg, model.as_ref())?;
+    }
+    finish(&outcome)
+}
+
+/// `sgmcmc run CONFIG --out DIR`.
+pub fn run(config: &Path, out: &Path) -> Result<()> {
+    let cfg = Config::from_file(config)?;
+    // Data (without the held-out test rows), model, test split and reference.
+    let prepared = pipeline::prepare(&cfg)?;
+    let model = prepared.model();
+    // Validate every setting before creating output.
+    let settings = pipeline::run_settings(&cfg)?;
+    pipeline::build_sampler_for(&cfg.sampler, &settings, model)?;
+    pipeline::check_estimator(&cfg.gradient, model)?;
+    pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
+    let zarr = prepare_out(out)?;
+    let progress = auto_progress(cfg.run.chains);
+    install_interrupt_handler();
+    let outcome =
+        pipeline::execute_prepared(&cfg, &prepared, Some(&zarr), progress.as_ref(), &STOP)?;
+    print_outcome(&outcome, &[]);
+    write_outputs(out, &outcome, &cfg, model)?;
+    finish(&outcome)
+}
+
+/// `sgmcmc coreset CONFIG --out DIR`: Coreset MCMC on a coreset run file; writes coreset.json
+/// (points, weights, hot start, metric along the run), draws.zarr (the draws after training) and
+/// summary.json (their per-parameter summary).
+pub fn coreset(config: &Path, out: &Path) -> Result<()> {
+    let cfg = CoresetFile::from_file(config)?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    install_interrupt_handler();
+    let outcome = pipeline::run_coreset_file(&cfg, &STOP)?;
+    let run = &outcome.run;
+    let names = &outcome.parameter_names;
+    let chains: Vec<&[f64]> = run.draws.iter().map(Vec::as_slice).collect();
+    let per_chain = chains.first().map_or(0, |c| c.len() / names.len().max(1));
+    let weights = &run.coreset.weights;
+    let total: f64 = weights.iter().sum();
+    let nonzero = weights.iter().filter(|w| **w > 0.0).count();
+    println!(
+        "coreset of M = {} from N = {}: {} with the {} kernel, {} iterations in {:.2} s",
+        run.coreset.len(),
+        outcome.num_data,
+        outcome.optimiser,
+        outcome.kernel,
+        run.iterations,
+        outcome.seconds
+    );
+    match run.hot_start_iteration {
+        Some(i) if run.hot_start_passed => println!("hot-start test passed at iteration {i}"),
+        Some(0) if !run.hot_start_passed => println!("hot start off: training from iteration 1"),
+        Some(i) => {
+            println!("hot-start test did not pass; warm-up ended at the cap (iteration {i})")
+        }
+        None => println!("warm-up never ended: the weights were not trained"),
+    }
+    println!(
+        "{} optimiser steps; weights sum to {total:.1} (N = {}), {nonzero} of {} positive",
+        run.optimiser_steps,
+        outcome.num_data,
+        run.coreset.len()
+    );
+    if let Some(&(i, m)) = run.metric.last() {
+        println!("average squared z-score against the reference at iteration {i}: {m:.4e}");
+    }
+    if let Some(why) = &run.stopped {
+        println!("WARNING: the run stopped early: {why}; everything up to there is saved");
+    }
+    let zarr = out.join("draws.zarr");
+    let sink = ZarrSink::create(
+        &zarr,
+        chains.len(),
+        names.len(),
+        "theta",
+        names,
+        Some(per_chain),
+    )?;
+    for (c, draws) in chains.iter().enumerate() {
+        let mut writer = sink.chain_writer(c)?;
+        for draw in draws.chunks_exact(names.len()) {
+            writer.push(draw)?;
+        }
+        writer.finish()?;
+    }
+    sink.finalize()?;
+    let parameters = if per_chain >= 4 {
+        let rows = summarize_parameters(names, &chains);
+        println!();
+        print!("{}", format_table(&rows, &[]));
+        println!("{}", verdict(&rows));
+        rows
+    } else {
+        Vec::new()
+    };
+    let report = serde_json::json!({
+        "points": run.coreset.points,
+        "weights": weights,
+        "num_data": outcome.num_data,
+        "optimiser": outcome.optimiser,
+        "kernel": outcome.kernel,
+        "hot_start_iteration": run.hot_start_iteration,
+        "hot_start_passed": run.hot_start_passed,
+        "optimiser_steps": run.optimiser_steps,
+        "iterations": run.iterations,
+        "seconds": outcome.seconds,
+        "stopped": run.stopped,
+        "metric": run.metric,
+        "config": cfg,
+    });
+    let path = out.join("coreset.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    let summary = serde_json::json!({ "parameters": parameters, "draws_per_chain": per_chain });
+    let summary_path = pipeline::write_summary(out, &summary)?;
+    println!(
+        "coreset: {}   draws: {}   summary: {}",
+        path.display(),
+        zarr.display(),
+        summary_path.display()
+    );
+    if run.stopped.is_some() {
+        anyhow::bail!("the coreset run stopped early; what it had is saved");
+    }
+    Ok(())
+}
+
+/// `sgmcmc reference CONFIG --out FILE`: NUTS on the full-data posterior of the run file's model
+/// (built exactly as `run` builds it), a table, and the reference file.
+pub fn reference(
+    config: &Path,
+    out: &Path,
+    chains: usize,
+    warmup: usize,
+    draws: usize,
+    seed: Option<u64>,
+) -> Result<()> {
+    let cfg = Config::from_file(config)?;
+    let settings = NutsSettings {
+        chains,
+        warmup,
+        draws,
+        seed: seed.unwrap_or(cfg.run.seed),
+        ..NutsSettings::default()
+    };
+    settings.validate()?;
+    // Fail before sampling, not after, when the file cannot be written there.
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        anyhow::bail!(
+            "cannot write the reference file {}: directory {} does not exist",
+            out.display(),
+            dir.display()
+        );
+    }
+    let data = pipeline::load_data(&cfg.data)?;
+    let model = pipeline::build_model(&cfg.model, data)?;
+    println!(
+        "sgmcmc reference: NUTS (nuts-rs {}) on the full-data posterior of {} (N = {}, D = {}); \
+         {} chains x {} draws after {} warm-up, seed {}",
+        reference::NUTS_RS_VERSION,
+        model.name(),
+        model.num_data(),
+        model.dim(),
+        settings.chains,
+        settings.draws,
+        settings.warmup,
+        settings.seed
+    );
+    let progress = auto_progress(settings.chains);
+    let result = reference::run_nuts(model.as_ref(), &settings, progress.as_ref())?;
+    drop(progress);
+    let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
+    let extra: Vec<(&str, &[f64])> = laplace_sd
+        .as_deref()
+        .map(|sd| vec![("laplace_sd", sd)])
+        .unwrap_or_default();
+    println!();
+    print!("{}", format_table(&result.parameters, &extra));
+    println!("{}", verdict(&result.parameters));
+    let steps: Vec<String> = result
+        .chains
+        .iter()
+        .map(|c| format!("{:.3e}", c.step_size))
+        .collect();
+    println!(
+        "{:.2} s sampling, {} full-data gradient evaluations; step sizes {}; MAP in {} L-BFGS iterations",
+        result.seconds,
+        result.gradient_evaluations(),
+        steps.join(", "),
+        result.map.iterations
+    );
+    let divergences = result.divergences();
+    if divergences > 0 {
+        let non_finite: usize = result.chains.iter().map(|c| c.non_finite).sum();
+        println!(
+            "WARNING: {divergences} divergent transitions after warm-up ({non_finite} non-finite log \
+             densities in all); the reference may be biased: check the model, or raise --warmup"
+        );
+    }
+    if let Some(rel) = result.sd_relative_to_laplace() {
+        let max = rel.iter().map(|r| r.abs()).fold(0.0, f64::max);
+        let mean = rel.iter().map(|r| r.abs()).sum::<f64>() / rel.len() as f64;
+        println!(
+            "NUTS sd vs Laplace sd (laplace_sd: the Laplace approximation at the MAP): \
+             max |relative difference| {:.2} %, mean {:.2} %",
+            100.0 * max,
+            100.0 * mean
+        );
+    }
+    result.moments.save(out)?;
+    println!("reference: {}", out.display());
+    Ok(())
+}
+
+/// `sgmcmc ksd DRAWS --config CONFIG [--thin K] [--fssd] [--json FILE]`: read the stored draws,
+/// compute full-batch scores at every K-th draw of each chain (reference §4.6), and report the
+/// KSD (and FSSD-opt) of the pooled thinned draws.
+pub fn ksd(
+    draws_path: &Path,
+    config: &Path,
+    thin: usize,
+    fssd: bool,
+    json: Option<&Path>,
+) -> Result<()> {
+    use sgmcmc::stein::{self, FssdSettings, SteinSettings};
+    anyhow::ensure!(thin >= 1, "--thin must be at least 1");
+    let cfg = Config::from_file(config)?;
+    let stored = sgmcmc::io::read_draws(draws_path, "theta")?;
+    anyhow::ensure!(
+        !stored.is_empty(),
+        "{} holds no draws",
+        draws_path.display()
+    );
+    // The posterior the draws target: the training part if the run held a test split out.
+    let prepared = pipeline::prepare(&cfg)?;
+    let model = prepared.model();
+    anyhow::ensure!(
+        model.dim() == stored.dim,
+        "the draws have {} parameters but the model of {} has {}",
+        stored.dim,
+        config.display(),
+        model.dim()
+    );
+    let (mut kept, mut scores, mut score_seconds) = (Vec::new(), Vec::new(), 0.0);
+    for chain in stored.chains.iter().filter(|c| !c.is_empty()) {
+        let t = stein::full_batch_scores(model, chain, stored.dim, thin)?;
+        kept.extend_from_slice(&t.draws);
+        scores.extend_from_slice(&t.scores);
+        score_seconds += t.seconds;
+    }
+    let settings = SteinSettings {
+        fssd: fssd.then(FssdSettings::default),
+        ..SteinSettings::default()
+    };
+    let report = stein::evaluate(&kept, &scores, stored.dim, &settings)?;
+    println!(
+        "{} draws in {} chains, every {thin}-th kept: {} draws x {} parameters",
+        stored.len(),
+        stored.chains.len(),
+        report.draws,
+        report.dim
+    );
+    println!(
+        "full-batch scores: {score_seconds:.2} s ({:.1} ms per draw, N = {})",
+        1e3 * score_seconds / report.draws.max(1) as f64,
+        model.num_data()
+    );
+    let u = report
+        .ksd
+        .squared_u
+        .map_or_else(|| "n/a".to_string(), |u| format!("{u:.6e}"));
+    println!(
+        "KSD (IMQ, V-statistic, square root) = {:.6e}   KSD²_U = {u}   ({:.3} s)",
+        report.ksd.ksd, report.ksd_seconds
+    );
+    if let Some(f) = &report.fssd {
+        println!(
+            "FSSD-opt = {:.6e} (FSSD²_U = {:.6e}; J = {}, {} train / {} test draws; {:.2} s)",
+            f.fssd, f.squared_u, f.num_locations, f.train_points, f.test_points, f.seconds
+        );
+    }
+    if let Some(path) = json {
+        let value = serde_json::json!({
+            "draws_path": draws_path.display().to_string(),
+            "config": config.display().to_string(),
+            "thin": thin,
+            "score_seconds": score_seconds,
+            "report": report,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

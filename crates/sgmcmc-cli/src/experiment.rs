@@ -1,0 +1,720 @@
+//! `sgmcmc experiment NAME`: the papers' experiments as commands (library code in
+//! `sgmcmc::experiments`; result tables in `docs/experiments/`).
+
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use sgmcmc::config::MapOptimizer;
+use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
+use sgmcmc_experiments::mamba::HarnessSettings;
+use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
+use sgmcmc_experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
+use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
+use sgmcmc_experiments::mh_mixture::{self, MhMixtureSettings};
+use sgmcmc_experiments::mh_mnist::{self, MhMnistSettings};
+use sgmcmc_experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `--map-optimizer` of the neural-network experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapOptimizerArg {
+    /// L-BFGS on the full data.
+    Lbfgs,
+    /// Adam on minibatches.
+    Adam,
+}
+
+/// The experiments.
+#[derive(Subcommand)]
+pub enum Experiment {
+    /// CCAdL paper §4.1: SGHMC, SGNHT and CCAdL on the Normal-Gamma model (N = 100, n = 10) at h in {0.001, 0.01} x A in {1, 10}; prints the table beside the paper's Table 1.
+    CcadlNormalGamma {
+        /// Recorded samples per run.
+        #[arg(long, default_value_t = 1_000_000)]
+        samples: usize,
+        /// Iterations discarded before recording.
+        #[arg(long, default_value_t = 50_000)]
+        burn_in: usize,
+        /// Master seed (data and every run derive from it).
+        #[arg(long, default_value_t = 2015)]
+        seed: u64,
+        /// Also run CCAdL with the (N - n)/N finite-population factor.
+        #[arg(long)]
+        finite_population: bool,
+        /// Write the full result (every statistic of every run) as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000; exact kernel) and, with --bike-sharing DIR, Poisson regression on the bike-sharing data (slice sampler, Stan reference); final average squared z-score, median over trials, beside the untrained coreset.
+    CoresetFig1 {
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "coreset_fig1_out")]
+        out: PathBuf,
+        /// Optimisation iterations per run (the paper: 200,000).
+        #[arg(long, default_value_t = 200_000)]
+        iterations: usize,
+        /// Trials per cell (the paper: 10); tables give medians.
+        #[arg(long, default_value_t = 3)]
+        trials: usize,
+        /// Coreset sizes M.
+        #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
+        sizes: Vec<usize>,
+        /// ADAM's learning rates alpha_0.
+        #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,1,10")]
+        learning_rates: Vec<f64>,
+        /// Hot DoG's initial step r.
+        #[arg(long, default_value_t = 1e-3)]
+        hot_dog_r: f64,
+        /// Master seed of the runs (trial t uses seed + t).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Seed of the synthetic Gaussian data.
+        #[arg(long, default_value_t = 2024)]
+        data_seed: u64,
+        /// The bike-sharing directory (poisson_reg.csv and the Stan moments): adds the Poisson problem.
+        #[arg(long)]
+        bike_sharing: Option<PathBuf>,
+        /// Leave out the Gaussian location problem (e.g. to run the Poisson one alone).
+        #[arg(long)]
+        no_gaussian: bool,
+    },
+    /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
+    MambaLogreg {
+        /// Output directory: report.json, tables.md, ksd_curves.svg (KSD against time, the paper's Figure 1), and each sampler's run file (configs/).
+        #[arg(long, default_value = "mamba_logreg_out")]
+        out: PathBuf,
+        /// The NUTS reference (JSON): read if it exists, else computed (2 chains x (500 + 1000)) and written.
+        #[arg(long, default_value = "mamba_logreg_out/reference.json")]
+        reference: PathBuf,
+        /// Rows generated (80 % train, the last 20 % test).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: usize,
+        /// MAMBA's R in thread-CPU seconds.
+        #[arg(long, default_value_t = 1.0)]
+        budget_seconds: f64,
+        /// Length of each final run (seconds, one chain from the MAP).
+        #[arg(long, default_value_t = 10.0)]
+        final_seconds: f64,
+        /// Independent final runs per chosen setting (the paper: 10); the tables give their means.
+        #[arg(long, default_value_t = 10)]
+        final_runs: usize,
+        /// Grid search: gradient estimates per grid point (the paper: 5,000 iterations; SGHMC gets 5,000/L iterations).
+        #[arg(long, default_value_t = 5000)]
+        grid_estimates: u64,
+        /// Samplers (comma-separated; default all six).
+        #[arg(long, value_delimiter = ',')]
+        samplers: Option<Vec<String>>,
+        /// Also MAMBA with FSSD-opt (the paper's M-FSSD column).
+        #[arg(long)]
+        fssd: bool,
+        /// Only MAMBA with FSSD-opt (and its final runs).
+        #[arg(long)]
+        fssd_only: bool,
+        /// Samplers whose MAMBA is re-run with the full-batch KSD beside the surrogate (rank correlation).
+        #[arg(long, value_delimiter = ',')]
+        rank_check: Option<Vec<String>>,
+        /// Master seed of the runs (the data seed is fixed at 2021 unless --data-seed).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Seed of the data.
+        #[arg(long, default_value_t = 2021)]
+        data_seed: u64,
+        /// Subsample m of MAMBA's control-variate scores (1 % of the 800,000 training rows by default).
+        #[arg(long, default_value_t = 10_000)]
+        score_subsample: usize,
+        /// Checkpoints of the KSD-against-time curves (evenly spaced up to --final-seconds).
+        #[arg(long, default_value_t = 10)]
+        curve_points: usize,
+    },
+    /// MAMBA paper §4.2: Bayesian PMF on MovieLens 100K (u1.base/u1.test, d = 20, 52,580 parameters); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test RMSE) and the 1/N heuristic, then 20 s runs: KSD, xi against NUTS, RMSE, draws; the KSD-against-time curves as SVG.
+    MambaPmf {
+        /// The MovieLens 100K directory (u1.base, u1.test, u.info), e.g. ../shared/data/movielens-100k.
+        data_dir: PathBuf,
+        /// Output directory: report.json, tables.md, ksd_curves.svg (the paper's Figure 2) and configs/.
+        #[arg(long, default_value = "mamba_pmf_out")]
+        out: PathBuf,
+        /// The NUTS reference (JSON, e.g. from `sgmcmc reference`): read if it exists, else computed (2 chains x (500 + 1000), about 40 min) and written.
+        #[arg(long, default_value = "mamba_pmf_out/reference.json")]
+        reference: PathBuf,
+        /// Grid search: iterations per grid point (the paper: 2,000).
+        #[arg(long, default_value_t = 2000)]
+        grid_iterations: u64,
+        /// A final run's KSD scores at most this many evenly spaced draws (its cost grows as their square times D = 52,580).
+        #[arg(long, default_value_t = 500)]
+        ksd_draws: usize,
+        #[command(flatten)]
+        common: RealDataArgs,
+    },
+    /// MAMBA paper §4.3: the 784-100-10 Bayesian neural network on MNIST (79,510 weights); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test accuracy) and the 1/N heuristic, then 300 s runs from the MAP: test ECE, MCE, accuracy, draws; the ECE-against-time curves as SVG.
+    MambaBnn {
+        /// The MNIST directory (train-* and t10k-* IDX files), e.g. ../shared/data/mnist.
+        data_dir: PathBuf,
+        /// Output directory: report.json, tables.md, ece_curves.svg (the paper's Figure 3) and configs/.
+        #[arg(long, default_value = "mamba_bnn_out")]
+        out: PathBuf,
+        /// Grid search: gradient estimates per grid point (the paper: 1,000 iterations; SGHMC gets 1,000/L iterations).
+        #[arg(long, default_value_t = 1000)]
+        grid_estimates: u64,
+        /// The MAP's optimiser: lbfgs (full data) or adam (minibatches, as the authors' code found its MAP).
+        #[arg(long, value_enum, default_value_t = MapOptimizerArg::Lbfgs)]
+        map_optimizer: MapOptimizerArg,
+        /// Iterations of the MAP search (default: 200 L-BFGS iterations, each about one full-data gradient, about 0.5 s; or 5,000 Adam steps).
+        #[arg(long)]
+        map_iterations: Option<usize>,
+        /// Adam's learning rate (only with --map-optimizer adam; the authors': 1e-3).
+        #[arg(long)]
+        map_learning_rate: Option<f64>,
+        /// Adam's minibatch: a count or a percentage (only with --map-optimizer adam; the authors': 10%).
+        #[arg(long)]
+        map_batch: Option<String>,
+        #[command(flatten)]
+        common: RealDataArgs,
+    },
+    /// Minibatch MH paper §5.1: the Gaussian mixture (N = 10,000, T = 110, m = 200, random walk diag(0.03, 0.03)); the minibatch Barker test (grow and skip), the workshop test, Austerity and full-data MH against the exact tempered posterior (KS per coordinate), data used per test, skips as m grows.
+    MhMixture {
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "mh_mixture_out")]
+        out: PathBuf,
+        /// Independent chains per test.
+        #[arg(long, default_value_t = 10)]
+        chains: usize,
+        /// Kept iterations per chain.
+        #[arg(long, default_value_t = 10_000)]
+        iterations: usize,
+        /// Iterations discarded first.
+        #[arg(long, default_value_t = 1_000)]
+        burn_in: usize,
+        /// Minibatch m.
+        #[arg(long, default_value_t = 200)]
+        batch: usize,
+        /// Likelihood temperature T.
+        #[arg(long, default_value_t = 110.0)]
+        temperature: f64,
+        /// Master seed of the chains.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Minibatch MH paper §5.2: logistic regression on MNIST 1s vs 7s (flat prior, random walk); the minibatch Barker test, Austerity and the exact test: test accuracy / log-likelihood against data points processed, and the Barker test's sensitivity to the minibatch size.
+    MhMnist {
+        /// Directory with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.
+        data_dir: PathBuf,
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "mh_mnist_out")]
+        out: PathBuf,
+        /// Iterations of each method's chain.
+        #[arg(long, default_value_t = 3000)]
+        iterations: usize,
+        /// Master seed (test subset and every chain).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Random-walk standard deviation per coordinate (the paper's variance 0.01).
+        #[arg(long, default_value_t = 0.1)]
+        proposal_sd: f64,
+        /// Batch increment m of the Barker and Austerity tests.
+        #[arg(long, default_value_t = 50)]
+        batch: usize,
+        /// Likelihood temperature T of the Barker and exact tests.
+        #[arg(long, default_value_t = 3000.0)]
+        temperature: f64,
+        /// Austerity's tolerance epsilon.
+        #[arg(long, default_value_t = 0.02)]
+        austerity_tolerance: f64,
+        /// Austerity's likelihood temperature (default: --temperature; the workshop's "no temperature" is 1).
+        #[arg(long)]
+        austerity_temperature: Option<f64>,
+        /// Record test accuracy and log-likelihood every this many iterations.
+        #[arg(long, default_value_t = 50)]
+        record_every: usize,
+        /// Test images drawn from the test 1s and 7s.
+        #[arg(long, default_value_t = 1000)]
+        test_size: usize,
+        /// Batch increments of the minibatch-size table.
+        #[arg(long, value_delimiter = ',', default_value = "5,10,20,50,100,200")]
+        sensitivity_batches: Vec<usize>,
+        /// Iterations at which the minibatch-size table reads the test accuracy.
+        #[arg(long, value_delimiter = ',', default_value = "700,1000,1500")]
+        sensitivity_checkpoints: Vec<usize>,
+        /// Barker chains per batch increment in the minibatch-size table (0: no table).
+        #[arg(long, default_value_t = 5)]
+        sensitivity_repeats: usize,
+    },
+}
+
+/// The options `mamba-pmf` and `mamba-bnn` share (defaults: the paper's protocol).
+#[derive(clap::Args)]
+pub struct RealDataArgs {
+    /// MAMBA's R in thread-CPU seconds (the paper: 10).
+    #[arg(long, default_value_t = 10.0)]
+    budget_seconds: f64,
+    /// Length of each final run (seconds, one chain from the MAP); default: the paper's (20 s PMF, 300 s NN).
+    #[arg(long)]
+    final_seconds: Option<f64>,
+    /// Independent final runs per chosen setting (default: 3 PMF, 1 NN); the tables give their means.
+    #[arg(long)]
+    final_runs: Option<usize>,
+    /// Keep every k-th iterate of a final run (default: 10 PMF, 50 NN).
+    #[arg(long)]
+    final_thin: Option<usize>,
+    /// Fraction of a final run's kept draws dropped as burn-in.
+    #[arg(long, default_value_t = 0.1)]
+    burn_in: f64,
+    /// Samplers (comma-separated; default all six).
+    #[arg(long, value_delimiter = ',')]
+    samplers: Option<Vec<String>>,
+    /// Master seed of the runs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Checkpoints of the curves against time (evenly spaced up to the final length).
+    #[arg(long, default_value_t = 5)]
+    curve_points: usize,
+    /// Threads for MAMBA's arms and grid search (0: every core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+impl RealDataArgs {
+    /// Apply the options to an experiment's defaults.
+    fn apply(self, h: &mut HarnessSettings) -> Result<()> {
+        anyhow::ensure!(self.curve_points >= 1, "--curve-points must be at least 1");
+        anyhow::ensure!(
+            (0.0..1.0).contains(&self.burn_in),
+            "--burn-in must be in [0, 1), got {}",
+            self.burn_in
+        );
+        anyhow::ensure!(
+            self.final_thin != Some(0),
+            "--final-thin must be at least 1"
+        );
+        h.budget_seconds = self.budget_seconds;
+        h.final_seconds = self.final_seconds.unwrap_or(h.final_seconds);
+        anyhow::ensure!(
+            self.final_runs != Some(0),
+            "--final-runs must be at least 1"
+        );
+        h.final_runs = self.final_runs.unwrap_or(h.final_runs);
+        h.final_thin = self.final_thin.unwrap_or(h.final_thin);
+        h.final_burn_in = self.burn_in;
+        if let Some(s) = self.samplers {
+            h.samplers = sampler_indices(&s)?;
+        }
+        h.seed = self.seed;
+        h.curve_points = self.curve_points;
+        h.threads = self.threads;
+        Ok(())
+    }
+}
+
+/// Write each sampler's run file into `out/configs`.
+fn write_configs(out: &Path, samplers: &[usize], text: impl Fn(usize) -> String) -> Result<()> {
+    let configs = out.join("configs");
+    std::fs::create_dir_all(&configs)
+        .with_context(|| format!("cannot create {}", configs.display()))?;
+    for &i in samplers {
+        let name = mamba_logreg::SAMPLERS[i].0.to_lowercase();
+        std::fs::write(configs.join(format!("{name}.toml")), text(i))?;
+    }
+    Ok(())
+}
+
+/// How a MAMBA experiment writes its outputs: its tables, its curves SVG (file name and
+/// metric) and the plot of the curves.
+struct MambaOutputs<R> {
+    markdown: fn(&R) -> String,
+    curves: (&'static str, &'static str),
+    plot: fn(&Path, &R) -> Result<Vec<String>, sgmcmc_experiments::plot::PlotError>,
+}
+
+impl<R: serde::Serialize> MambaOutputs<R> {
+    /// Write tables.md, report.json and the curves SVG into `out`; returns the tables and the
+    /// methods the plot left out.
+    fn save(&self, out: &Path, report: &R) -> Result<(String, Vec<String>)> {
+        let tables = (self.markdown)(report);
+        std::fs::write(out.join("tables.md"), &tables)
+            .with_context(|| format!("cannot write {}/tables.md", out.display()))?;
+        std::fs::write(
+            out.join("report.json"),
+            serde_json::to_string_pretty(report)? + "\n",
+        )
+        .with_context(|| format!("cannot write {}/report.json", out.display()))?;
+        let svg = out.join(self.curves.0);
+        let left_out =
+            (self.plot)(&svg, report).with_context(|| format!("cannot plot {}", svg.display()))?;
+        Ok((tables, left_out))
+    }
+
+    /// Save the samplers finished so far (after each one), so that an experiment stopped
+    /// early keeps them; a failure to write is a warning, not the end of the run.
+    fn save_partial(&self, out: &Path, report: &R, finished: usize) {
+        match self.save(out, report) {
+            Ok(_) => println!(
+                "saved the {finished} finished sampler(s) to {}/tables.md, report.json and {}",
+                out.display(),
+                self.curves.0
+            ),
+            Err(e) => eprintln!("warning: cannot save the finished samplers: {e:#}"),
+        }
+    }
+
+    /// Save the whole report and print its tables and what was written.
+    fn finish(&self, out: &Path, report: &R, seconds: f64) -> Result<()> {
+        let (tables, left_out) = self.save(out, report)?;
+        println!("\n{tables}");
+        let (name, metric) = self.curves;
+        if !left_out.is_empty() {
+            println!(
+                "{name} leaves out (no finite {metric}): {}",
+                left_out.join(", ")
+            );
+        }
+        println!(
+            "{seconds:.1} s; wrote {}/tables.md, report.json, {name} and configs/",
+            out.display()
+        );
+        Ok(())
+    }
+}
+
+/// Names of [`mamba_logreg::SAMPLERS`] as given on the command line (case-insensitive).
+fn sampler_indices(list: &[String]) -> Result<Vec<usize>> {
+    list.iter()
+        .map(|name| {
+            mamba_logreg::SAMPLERS
+                .iter()
+                .position(|s| s.0.eq_ignore_ascii_case(name.trim()))
+                .with_context(|| {
+                    format!(
+                        "unknown sampler {name:?}; expected one of SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV"
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Print an experiment's tables and write them (`tables.md`) and its report (`report.json`)
+/// into `out`.
+fn write_tables_and_report(out: &Path, tables: &str, report: &impl serde::Serialize) -> Result<()> {
+    println!("\n{tables}");
+    std::fs::write(out.join("tables.md"), tables)
+        .with_context(|| format!("cannot write {}/tables.md", out.display()))?;
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(report)? + "\n",
+    )
+    .with_context(|| format!("cannot write {}/report.json", out.display()))?;
+    Ok(())
+}
+
+/// Run one experiment.
+pub fn run(which: Experiment) -> Result<()> {
+    match which {
+        Experiment::CcadlNormalGamma {
+            samples,
+            burn_in,
+            seed,
+            finite_population,
+            json,
+        } => {
+            let mut cfg = NormalGammaExperiment {
+                samples,
+                burn_in,
+                seed,
+                ..Default::default()
+            };
+            if finite_population {
+                cfg.methods.push(Method::CcadlFinitePopulation);
+            }
+            let started = Instant::now();
+            let result = normal_gamma::run(&cfg)?;
+            println!(
+                "Normal-Gamma posterior: E mu = {:.5}, E gamma = {:.5}, sd mu = {:.5}, sd gamma = {:.5}",
+                result.posterior_mean[0],
+                result.posterior_mean[1],
+                result.posterior_variance[0].sqrt(),
+                result.posterior_variance[1].sqrt()
+            );
+            println!(
+                "\n(CDF RMSE, autocorrelation time), {samples} samples after {burn_in} burn-in, seed {seed}:\n"
+            );
+            print!("{}", normal_gamma::markdown(&result));
+            println!("\nThe paper's Table 1 (RMSE, autocorrelation time):\n");
+            println!(
+                "| method | h = 0.001, A = 1 | h = 0.001, A = 10 | h = 0.01, A = 1 | h = 0.01, A = 10 |"
+            );
+            println!("|---|---|---|---|---|");
+            for (name, cells) in PAPER_TABLE_1 {
+                let cells: Vec<String> = cells.iter().map(|(e, t)| format!("({e}, {t})")).collect();
+                println!("| {name} | {} |", cells.join(" | "));
+            }
+            println!("\n{:.1} s", started.elapsed().as_secs_f64());
+            if let Some(path) = json {
+                let text = serde_json::to_string_pretty(&result)?;
+                std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            Ok(())
+        }
+        Experiment::MambaLogreg {
+            out,
+            reference,
+            rows,
+            budget_seconds,
+            final_seconds,
+            final_runs,
+            grid_estimates,
+            samplers,
+            fssd,
+            fssd_only,
+            rank_check,
+            seed,
+            data_seed,
+            score_subsample,
+            curve_points,
+        } => {
+            if curve_points == 0 {
+                anyhow::bail!("--curve-points must be at least 1");
+            }
+            let settings = MambaLogregSettings {
+                rows,
+                budget_seconds,
+                final_seconds,
+                final_runs,
+                grid_estimates,
+                samplers: match samplers {
+                    Some(s) => sampler_indices(&s)?,
+                    None => (0..6).collect(),
+                },
+                fssd,
+                fssd_only,
+                rank_check: sampler_indices(&rank_check.unwrap_or_default())?,
+                reference,
+                seed,
+                data_seed,
+                score_subsample,
+                curve_points,
+                ..MambaLogregSettings::default()
+            };
+            write_configs(&out, &settings.samplers, |i| {
+                mamba_logreg::config_text(&settings, i, false)
+            })?;
+            if let Some(dir) = settings.reference.parent() {
+                std::fs::create_dir_all(dir).ok();
+            }
+            let started = Instant::now();
+            let outputs = MambaOutputs {
+                markdown: mamba_logreg::markdown,
+                curves: ("ksd_curves.svg", "KSD"),
+                plot: mamba_logreg::write_ksd_curves,
+            };
+            let report = mamba_logreg::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
+        }
+        Experiment::MambaPmf {
+            data_dir,
+            out,
+            reference,
+            grid_iterations,
+            ksd_draws,
+            common,
+        } => {
+            anyhow::ensure!(ksd_draws >= 1, "--ksd-draws must be at least 1");
+            let mut settings = MambaPmfSettings {
+                reference,
+                grid_iterations,
+                final_max_scored: ksd_draws,
+                ..MambaPmfSettings::new(data_dir)
+            };
+            common.apply(&mut settings.harness)?;
+            write_configs(&out, &settings.harness.samplers, |i| {
+                mamba_pmf::config_text(&settings, i)
+            })?;
+            let started = Instant::now();
+            let outputs = MambaOutputs {
+                markdown: mamba_pmf::markdown,
+                curves: ("ksd_curves.svg", "KSD"),
+                plot: mamba_pmf::write_ksd_curves,
+            };
+            let report = mamba_pmf::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
+        }
+        Experiment::MambaBnn {
+            data_dir,
+            out,
+            grid_estimates,
+            map_optimizer,
+            map_iterations,
+            map_learning_rate,
+            map_batch,
+            common,
+        } => {
+            let map_optimizer = match map_optimizer {
+                MapOptimizerArg::Lbfgs => MapOptimizer::Lbfgs,
+                MapOptimizerArg::Adam => MapOptimizer::Adam,
+            };
+            if map_optimizer == MapOptimizer::Lbfgs
+                && (map_learning_rate.is_some() || map_batch.is_some())
+            {
+                anyhow::bail!(
+                    "--map-learning-rate and --map-batch are Adam settings; add --map-optimizer adam"
+                );
+            }
+            let defaults = MambaBnnSettings::new(data_dir);
+            let mut settings = MambaBnnSettings {
+                grid_estimates,
+                map_optimizer,
+                map_iterations,
+                map_learning_rate: map_learning_rate.unwrap_or(defaults.map_learning_rate),
+                map_batch: map_batch.unwrap_or_else(|| defaults.map_batch.clone()),
+                ..defaults
+            };
+            common.apply(&mut settings.harness)?;
+            write_configs(&out, &settings.harness.samplers, |i| {
+                mamba_bnn::config_text(&settings, i)
+            })?;
+            let started = Instant::now();
+            let outputs = MambaOutputs {
+                markdown: mamba_bnn::markdown,
+                curves: ("ece_curves.svg", "ECE"),
+                plot: mamba_bnn::write_ece_curves,
+            };
+            let report = mamba_bnn::run(
+                &settings,
+                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
+            )?;
+            outputs.finish(&out, &report, report.seconds)
+        }
+        Experiment::CoresetFig1 {
+            out,
+            iterations,
+            trials,
+            sizes,
+            learning_rates,
+            hot_dog_r,
+            seed,
+            data_seed,
+            bike_sharing,
+            no_gaussian,
+        } => {
+            let settings = CoresetFig1Settings {
+                sizes,
+                learning_rates,
+                hot_dog_r,
+                iterations,
+                trials,
+                seed,
+            };
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let mut problems = Vec::new();
+            if !no_gaussian {
+                problems.push(
+                    Problem::gaussian_location(10_000, 20, data_seed)
+                        .map_err(anyhow::Error::msg)?,
+                );
+            }
+            if let Some(dir) = &bike_sharing {
+                problems.push(Problem::bike_sharing_poisson(dir).map_err(anyhow::Error::msg)?);
+            }
+            anyhow::ensure!(
+                !problems.is_empty(),
+                "no problem left: drop --no-gaussian or give --bike-sharing DIR"
+            );
+            let started = Instant::now();
+            let report = coreset_fig1::run(&problems, &settings, &|line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })
+            .map_err(anyhow::Error::msg)?;
+            write_tables_and_report(&out, &coreset_fig1::markdown(&report), &report)?;
+            println!(
+                "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MhMixture {
+            out,
+            chains,
+            iterations,
+            burn_in,
+            batch,
+            temperature,
+            seed,
+        } => {
+            let settings = MhMixtureSettings {
+                chains,
+                iterations,
+                burn_in,
+                batch,
+                temperature,
+                seed,
+                ..MhMixtureSettings::default()
+            };
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let started = Instant::now();
+            let report = mh_mixture::run(&settings, &mut |line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })?;
+            write_tables_and_report(&out, &mh_mixture::markdown(&report), &report)?;
+            println!(
+                "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MhMnist {
+            data_dir,
+            out,
+            iterations,
+            seed,
+            proposal_sd,
+            batch,
+            temperature,
+            austerity_tolerance,
+            austerity_temperature,
+            record_every,
+            test_size,
+            sensitivity_batches,
+            sensitivity_checkpoints,
+            sensitivity_repeats,
+        } => {
+            let settings = MhMnistSettings {
+                iterations,
+                seed,
+                proposal_sd,
+                batch,
+                temperature,
+                austerity_tolerance,
+                austerity_temperature,
+                record_every,
+                test_size,
+                sensitivity_batches,
+                sensitivity_checkpoints,
+                sensitivity_repeats,
+                ..MhMnistSettings::new(data_dir)
+            };
+            let started = Instant::now();
+            let report = mh_mnist::run(&settings, &mut |line| {
+                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            })?;
+            mh_mnist::write_outputs(&report, &out)?;
+            println!("\n{}", mh_mnist::markdown(&report));
+            println!(
+                "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+    }
+}

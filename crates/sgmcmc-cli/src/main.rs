@@ -1,0 +1,168 @@
+//! The `sgmcmc` command line: `demo`, `run CONFIG`, `reference CONFIG`, `ksd`, `tune CONFIG`,
+//! `bench`, `experiment NAME`.
+
+mod commands;
+mod experiment;
+mod progress;
+mod tune;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Stochastic-gradient MCMC for large data sets.
+#[derive(Parser)]
+#[command(name = "sgmcmc", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// SGLD (control-variate gradients) on the built-in 1,000,000 x 10 logistic regression, 4 chains from the MAP.
+    Demo {
+        /// Also write draws (Zarr) and summary.json into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override the number of iterations per chain (after burn-in).
+        #[arg(long)]
+        iterations: Option<usize>,
+        /// Print the demo's run file (a valid `sgmcmc run` config) and exit.
+        #[arg(long)]
+        print_config: bool,
+    },
+    /// Run the sampler a TOML run file describes (see README and examples/*.toml).
+    Run {
+        /// The run file.
+        config: PathBuf,
+        /// Output directory for draws.zarr and summary.json.
+        #[arg(long, default_value = "out")]
+        out: PathBuf,
+    },
+    /// Coreset MCMC (Hot DoG by default) on a coreset run file ([data], [model], [coreset]; see examples/coreset_gaussian.toml): trains the weights, then keeps draws from the coreset posterior.
+    Coreset {
+        /// The coreset run file.
+        config: PathBuf,
+        /// Output directory for coreset.json, draws.zarr and summary.json.
+        #[arg(long, default_value = "coreset_out")]
+        out: PathBuf,
+    },
+    /// Full-data reference posterior of a run file's model by NUTS (nuts-rs): prints mean, sd, ESS and
+    /// R-hat per parameter and writes the reference moments (JSON).
+    Reference {
+        /// The run file (its data and model are used; the sampler settings are not).
+        config: PathBuf,
+        /// The reference file to write.
+        #[arg(long, default_value = "reference.json")]
+        out: PathBuf,
+        /// Number of chains.
+        #[arg(long, default_value_t = 4)]
+        chains: usize,
+        /// Warm-up iterations per chain (discarded).
+        #[arg(long, default_value_t = 1000)]
+        warmup: usize,
+        /// Draws kept per chain.
+        #[arg(long, default_value_t = 1000)]
+        draws: usize,
+        /// Seed (default: the run file's `[run] seed`).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Stein discrepancies of stored draws: KSD (IMQ, c = 1, β = −1/2) with full-batch scores at
+    /// every K-th draw of each chain, and optionally FSSD-opt.
+    Ksd {
+        /// The draws: the Zarr store `sgmcmc run --out DIR` wrote (DIR/draws.zarr).
+        draws: PathBuf,
+        /// The run file of the model the draws target.
+        #[arg(long)]
+        config: PathBuf,
+        /// Keep every K-th draw of each chain (MAMBA's default is 10).
+        #[arg(long, default_value_t = 10)]
+        thin: usize,
+        /// Also FSSD-opt (J = 10 locations optimised on 20 % of the draws).
+        #[arg(long)]
+        fssd: bool,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
+    /// Tune a sampler's step size, batch size and other hyperparameters over the run file's
+    /// [tune] grid: MAMBA (default), grid search or the 1/N heuristic; writes the per-round
+    /// table, the winner's run file and its draws.
+    Tune {
+        /// The run file, with a [tune] table.
+        config: PathBuf,
+        /// Which tuner.
+        #[arg(long, value_enum, default_value = "mamba")]
+        method: tune::MethodArg,
+        /// Output directory (rounds.csv, tune.json, winner.toml, winner_draws.zarr).
+        #[arg(long, default_value = "tune_out")]
+        out: PathBuf,
+        /// Also draw MAMBA's round-by-round metric per arm (log scale; the arms of the last
+        /// round in colour, pruned arms in grey, ending where they were pruned) as SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
+    },
+    /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
+    /// (--matrix: every sampler x estimator).
+    Bench(sgmcmc_experiments::bench::BenchArgs),
+    /// Reproduce a paper's experiment (tables in docs/experiments/).
+    Experiment {
+        #[command(subcommand)]
+        which: experiment::Experiment,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo {
+            out,
+            iterations,
+            print_config,
+        } => commands::demo(out, iterations, print_config),
+        Command::Run { config, out } => commands::run(&config, &out),
+        Command::Coreset { config, out } => commands::coreset(&config, &out),
+        Command::Reference {
+            config,
+            out,
+            chains,
+            warmup,
+            draws,
+            seed,
+        } => commands::reference(&config, &out, chains, warmup, draws, seed),
+        Command::Ksd {
+            draws,
+            config,
+            thin,
+            fssd,
+            json,
+        } => commands::ksd(&draws, &config, thin, fssd, json.as_deref()),
+        Command::Tune {
+            config,
+            method,
+            out,
+            plot,
+        } => tune::tune(&config, &out, method, plot.as_deref()),
+        Command::Bench(args) => sgmcmc_experiments::bench::bench(&args),
+        Command::Experiment { which } => experiment::run(which),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: each cause once (library errors often include their source already).
+            let mut line = String::new();
+            for cause in e.chain().map(|c| c.to_string()) {
+                if !line.contains(&cause) {
+                    if !line.is_empty() {
+                        line.push_str(": ");
+                    }
+                    line.push_str(&cause);
+                }
+            }
+            eprintln!("error: {}", line.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The MAMBA paper's real-data experiments as commands (`sgmcmc experiment mamba-pmf` and
+//! `mamba-bnn`), end to end at tiny budgets on the shared MovieLens and MNIST data (skipped
+//! when the shared data directory is absent), and `[run] map_iterations`.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn shared(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(name);
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        println!("skipped: {} is absent", dir.display());
+        None
+    }
+}
+
+fn sgmcmc(args: &[&str], dir: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The three methods of one sampler, each with its choice and runs.
+fn methods(report: &Value) -> &Vec<Value> {
+    report["samplers"][0]["methods"].as_array().unwrap()
+}
+
+/// `log10 step / batch % [/ L]` → (log10 step, batch %).
+fn choice(m: &Value) -> (f64, f64) {
+    let c = m["choice"].as_str().unwrap();
+    let parts: Vec<f64> = c.split(" / ").map(|p| p.parse().unwrap()).collect();
+    (parts[0], parts[1])
+}
+
+/// Checks shared by both experiments: the three methods in order, the heuristic's 1/N at
+/// 10 %, grid search at 10 % on the grid, one curve point per checkpoint whose last is the
+/// run's primary metric (bit for bit), and the tables, SVG and run files written.
+fn check_common(out: &Path, report: &Value, n: f64, primary: &str, svg: &str, points: usize) {
+    let ms = methods(report);
+    let names: Vec<&str> = ms.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["MAMBA-KSD", "grid search", "heuristic"]);
+    let (h_step, h_batch) = choice(&ms[2]);
+    assert!((h_step - (1.0 / n).log10()).abs() < 1e-5, "{h_step}");
+    assert_eq!(h_batch, 10.0);
+    let (g_step, g_batch) = choice(&ms[1]);
+    assert_eq!(g_batch, 10.0);
+    assert!((2.0 * g_step).fract() == 0.0 && (-7.5..=-2.0).contains(&g_step));
+    for m in ms {
+        let curve = &m["curve"];
+        assert_eq!(curve["seconds"].as_array().unwrap().len(), points);
+        let runs = m["runs"].as_array().unwrap();
+        assert_eq!(curve["runs"].as_array().unwrap().len(), runs.len());
+        for (run, points_of_run) in runs.iter().zip(curve["runs"].as_array().unwrap()) {
+            let last = points_of_run.as_array().unwrap().last().unwrap();
+            assert_eq!(last.as_f64(), run[primary].as_f64(), "{m}");
+            assert!(run["iterations"].as_u64().unwrap() > 0);
+        }
+    }
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    assert!(tables.contains("| SG"), "{tables}");
+    let svg = std::fs::read_to_string(out.join(svg)).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("MAMBA-KSD"));
+}
+
+/// PMF on MovieLens at tiny budgets, with a stand-in reference (mean 0, sd 1 per coordinate):
+/// the RMSE of the posterior-mean rating near the data's ≈ 1, a finite KSD and ξ, and the
+/// run files asking for `select_by = "rmse"` and capped MAMBA scores.
+#[test]
+fn mamba_pmf_runs_end_to_end_on_movielens() {
+    let Some(data) = shared("movielens-100k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = 52_580;
+    let reference = serde_json::json!({
+        "method": "stand-in (test)",
+        "parameter_names": (0..d).map(|i| format!("p{i}")).collect::<Vec<_>>(),
+        "mean": vec![0.0; d],
+        "sd": vec![1.0; d],
+        "ess_bulk": vec![Value::Null; d],
+        "rhat": vec![Value::Null; d],
+        "chains": 1,
+        "draws_per_chain": 1,
+    });
+    std::fs::write(dir.path().join("ref.json"), reference.to_string()).unwrap();
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-pmf",
+            data.to_str().unwrap(),
+            "--out",
+            "out",
+            "--reference",
+            "ref.json",
+            "--samplers",
+            "SGLD",
+            "--budget-seconds",
+            "0.1",
+            "--final-seconds",
+            "1",
+            "--final-runs",
+            "1",
+            "--grid-iterations",
+            "20",
+            "--curve-points",
+            "3",
+            "--ksd-draws",
+            "50",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    let out = dir.path().join("out");
+    let report = read_json(&out.join("report.json"));
+    check_common(&out, &report, 80_000.0, "ksd", "ksd_curves.svg", 3);
+    for m in methods(&report) {
+        let run = &m["runs"][0];
+        let rmse = run["rmse"].as_f64().unwrap();
+        assert!(rmse > 0.85 && rmse < 1.4, "{m}");
+        let ksd = run["ksd"].as_f64().unwrap();
+        assert!(ksd.is_finite() && ksd > 0.0, "{m}");
+        assert!(run["ksd_scored_draws"].as_u64().unwrap() <= 51);
+        // Every 10th iterate kept, the first 10 % of them dropped.
+        let kept = run["iterations"].as_u64().unwrap() / 10;
+        let draws = run["draws"].as_u64().unwrap();
+        // ξ needs an sd, so two draws: a run slowed down by a loaded machine may keep one.
+        if draws >= 2 {
+            assert!(run["xi"].as_f64().unwrap().is_finite(), "{run}");
+        } else {
+            assert!(run["xi"].is_null(), "{run}");
+        }
+        assert!(draws <= kept && draws + kept / 10 + 1 >= kept, "{run}");
+    }
+    let cfg = std::fs::read_to_string(out.join("configs/sgld.toml")).unwrap();
+    assert!(cfg.contains("select_by = \"rmse\"") && cfg.contains("max_scored_draws = 1000"));
+}
+
+/// The neural network on MNIST at tiny budgets (the MAP by 30 Adam steps, as the authors found
+/// theirs): SGNHT tuned on the paper's re-run grid (log10 step −5 … −7.5), ECE and MCE
+/// fractions in [0, 1], the accuracy of a barely trained network above chance, and the
+/// finished samplers saved after each one.
+#[test]
+fn mamba_bnn_runs_end_to_end_on_mnist() {
+    let Some(data) = shared("mnist") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-bnn",
+            data.to_str().unwrap(),
+            "--out",
+            "out",
+            "--samplers",
+            "SGNHT,SGLD",
+            "--map-optimizer",
+            "adam",
+            "--map-iterations",
+            "30",
+            "--map-batch",
+            "1%",
+            "--grid-estimates",
+            "10",
+            "--budget-seconds",
+            "0.2",
+            "--final-seconds",
+            "2",
+            "--curve-points",
+            "2",
+            "--final-thin",
+            "5",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    let out = dir.path().join("out");
+    let report = read_json(&out.join("report.json"));
+    check_common(&out, &report, 60_000.0, "ece", "ece_curves.svg", 2);
+    let ms = methods(&report);
+    // MAMBA and grid search chose from the re-run grid.
+    for m in &ms[..2] {
+        let (step, _) = choice(m);
+        assert!((-7.5..=-5.0).contains(&step), "{m}");
+    }
+    for m in ms {
+        let run = &m["runs"][0];
+        for key in ["ece", "mce"] {
+            let v = run[key].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&v), "{key} {run}");
+        }
+        assert!(run["mce"].as_f64() >= run["ece"].as_f64());
+        let accuracy = run["accuracy"].as_f64().unwrap();
+        assert!(accuracy > 0.2 && accuracy <= 1.0, "{run}");
+    }
+    let cfg = std::fs::read_to_string(out.join("configs/sgnht.toml")).unwrap();
+    assert!(cfg.contains("from = -5.0") && cfg.contains("select_by = \"accuracy\""));
+    for line in [
+        "map_optimizer = \"adam\"",
+        "map_iterations = 30",
+        "map_learning_rate = 1e-3",
+        "map_batch_size = \"1%\"",
+    ] {
+        assert!(cfg.contains(line), "{line} not in {cfg}");
+    }
+    // Each finished sampler was saved before the next one started.
+    let first = text.find("saved the 1 finished sampler(s)").expect(&text);
+    let second = text.find("saved the 2 finished sampler(s)").expect(&text);
+    assert!(first < text.find("SGLD: MAMBA-KSD").unwrap() && second > first);
+    let samplers: Vec<&str> = report["samplers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sampler"].as_str().unwrap())
+        .collect();
+    assert_eq!(samplers, ["SGNHT", "SGLD"]);
+
+    // Adam's settings without Adam are an error that says what to add.
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-bnn",
+            data.to_str().unwrap(),
+            "--map-batch",
+            "1%",
+        ],
+        dir.path(),
+    );
+    assert!(!ok && text.contains("add --map-optimizer adam"), "{text}");
+}
+
+/// `[run] map_iterations` bounds the L-BFGS search of the MAP; 0 is an error naming the key.
+/// `[run] summary = false` leaves out the per-parameter summary (the harness's final runs).
+#[test]
+fn map_iterations_bounds_the_map_search_and_summary_can_be_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = |n: usize| {
+        format!(
+            "[data]\nsynthetic = {{ rows = 2000, dim = 4, seed = 3 }}\n\n[model]\n\
+             kind = \"logistic\"\n\n[sampler]\nkind = \"sgld\"\nstep_size = 1e-4\n\n\
+             [run]\nchains = 1\niterations = 10\nmap_iterations = {n}\n"
+        )
+    };
+    std::fs::write(dir.path().join("one.toml"), text(1)).unwrap();
+    let (ok, out) = sgmcmc(&["run", "one.toml", "--out", "one"], dir.path());
+    assert!(ok, "{out}");
+    let summary = read_json(&dir.path().join("one/summary.json"));
+    assert_eq!(summary["map"]["iterations"], 1, "{}", summary["map"]);
+    assert_eq!(summary["map"]["converged"], false);
+    assert_eq!(summary["parameters"].as_array().unwrap().len(), 4);
+
+    std::fs::write(dir.path().join("bare.toml"), text(1) + "summary = false\n").unwrap();
+    let (ok, out) = sgmcmc(&["run", "bare.toml", "--out", "bare"], dir.path());
+    assert!(ok, "{out}");
+    let summary = read_json(&dir.path().join("bare/summary.json"));
+    assert_eq!(summary["parameters"].as_array().unwrap().len(), 0);
+    assert_eq!(summary["draws"], 10);
+
+    std::fs::write(dir.path().join("zero.toml"), text(0)).unwrap();
+    let (ok, out) = sgmcmc(&["run", "zero.toml", "--out", "zero"], dir.path());
+    assert!(!ok);
+    assert!(out.contains("map_iterations"), "{out}");
+}

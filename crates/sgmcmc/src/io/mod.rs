@@ -1,0 +1,10 @@
+//! Output: where draws go ([`sink`]: in memory, or streamed to a Zarr store that ArviZ opens)
+//! and the run summary written as JSON.
+
+pub mod sink;
+pub mod summary;
+pub mod zarr;
+
+pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
+pub use summary::{ParameterRow, format_table, summarize_parameters};
+pub use zarr::{StoredDraws, ZarrSink, read_draws};

@@ -1,0 +1,334 @@
+//! The runner: the one loop every sampler shares.
+//!
+//! It owns budgets (iterations or wall clock), burn-in, thinning, parallel chains, divergence
+//! detection, storage and progress; samplers only implement [`Sampler::step`]. Chain c draws
+//! from stream c of the user seed ([`crate::rng::chain_stream`]) and runs start to finish on one
+//! thread, so its draws are bit-identical whatever the number of threads.
+
+mod progress;
+
+pub use progress::{NoProgress, Progress};
+
+use crate::estimator::GradientEstimator;
+use crate::io::{DrawSink, SinkError};
+use crate::rng::{ChainRng, chain_stream};
+use crate::sampler::Sampler;
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// When a chain stops.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// This many iterations after burn-in.
+    Iterations(usize),
+    /// Stop at the first iteration boundary where this much wall-clock time has passed since
+    /// the chain started (burn-in included).
+    WallClock(#[serde(with = "duration_seconds")] Duration),
+}
+
+mod duration_seconds {
+    pub fn serialize<S: serde::Serializer>(
+        d: &std::time::Duration,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+/// Run-level settings shared by all chains.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunSettings {
+    /// The user seed every random stream derives from.
+    pub seed: u64,
+    /// Number of chains.
+    pub chains: usize,
+    /// When each chain stops.
+    pub budget: Budget,
+    /// Iterations discarded at the start of each chain.
+    pub burn_in: usize,
+    /// Keep every `thin`-th iteration after burn-in (≥ 1).
+    pub thin: usize,
+}
+
+/// One chain, ready to run: its sampler, its gradient estimator and its starting point.
+pub struct Chain<'a> {
+    /// The scheme.
+    pub sampler: Box<dyn Sampler + 'a>,
+    /// The chain's own gradient estimator.
+    pub estimator: Box<dyn GradientEstimator + 'a>,
+    /// θ₀.
+    pub init: Vec<f64>,
+}
+
+/// A chain whose state became non-finite.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Divergence {
+    /// Iteration (1-based, burn-in included) that produced the non-finite state; 0 = at start.
+    pub iteration: usize,
+    /// The last state that was finite.
+    pub last_finite_state: Vec<f64>,
+}
+
+/// What one chain did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChainReport {
+    /// Chain number.
+    pub chain: usize,
+    /// Iterations run (burn-in included).
+    pub iterations: usize,
+    /// Draws kept.
+    pub draws: usize,
+    /// Wall-clock seconds of this chain.
+    pub seconds: f64,
+    /// Set if the chain diverged (it then stopped early; its earlier draws are kept).
+    pub divergence: Option<Divergence>,
+    /// The chain stopped early because a stop was requested (e.g. Ctrl-C); its draws are kept.
+    pub interrupted: bool,
+    /// The sampler's own counts ([`Sampler::statistics`]), e.g. an MH test's outcomes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampler_statistics: Option<serde_json::Value>,
+}
+
+impl ChainReport {
+    /// This chain's iterations per second.
+    pub fn iterations_per_second(&self) -> f64 {
+        self.iterations as f64 / self.seconds.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RunReport {
+    /// One report per chain, in chain order.
+    pub chains: Vec<ChainReport>,
+    /// Wall-clock seconds of the whole run.
+    pub seconds: f64,
+}
+
+impl RunReport {
+    /// Chains that diverged.
+    pub fn diverged_chains(&self) -> Vec<usize> {
+        self.chains
+            .iter()
+            .filter(|c| c.divergence.is_some())
+            .map(|c| c.chain)
+            .collect()
+    }
+
+    /// Iterations per second of one chain, averaged over chains (each chain's own rate).
+    pub fn iterations_per_second(&self) -> f64 {
+        let n = self.chains.len().max(1) as f64;
+        self.chains
+            .iter()
+            .map(ChainReport::iterations_per_second)
+            .sum::<f64>()
+            / n
+    }
+
+    /// Total draws kept over all chains.
+    pub fn draws(&self) -> usize {
+        self.chains.iter().map(|c| c.draws).sum()
+    }
+
+    /// Whether a stop request ended any chain early.
+    pub fn interrupted(&self) -> bool {
+        self.chains.iter().any(|c| c.interrupted)
+    }
+}
+
+/// Errors that stop a run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Invalid run settings.
+    #[error("invalid run settings: {0}")]
+    Settings(String),
+    /// Building a chain failed.
+    #[error("chain {chain}: {message}")]
+    ChainSetup {
+        /// Chain number.
+        chain: usize,
+        /// Why.
+        message: String,
+    },
+    /// Draws could not be stored.
+    #[error("storing draws of chain {chain}: {source}")]
+    Sink {
+        /// Chain number.
+        chain: usize,
+        /// The storage error.
+        source: SinkError,
+    },
+}
+
+impl RunSettings {
+    fn validate(&self) -> Result<(), RunError> {
+        if self.chains == 0 {
+            return Err(RunError::Settings("chains must be at least 1".into()));
+        }
+        if self.thin == 0 {
+            return Err(RunError::Settings("thin must be at least 1".into()));
+        }
+        if let Budget::WallClock(d) = self.budget
+            && d.is_zero()
+        {
+            return Err(RunError::Settings(
+                "the wall-clock budget must be > 0 seconds".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Iterations between progress reports.
+const PROGRESS_EVERY: usize = 4096;
+
+/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
+/// branch-free sum decides (no early exit, vectorisable).
+#[inline]
+fn all_finite(x: &[f64]) -> bool {
+    x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
+}
+
+/// Run `settings.chains` chains in parallel. `make_chain(c, rng)` builds chain c, drawing any
+/// randomness it needs (e.g. an initial point) from the chain's own stream `rng`, which the
+/// chain then continues to use. Draws go to `sink`; a diverging chain is stopped and reported
+/// while the others finish.
+pub fn run<'a, F>(
+    settings: &RunSettings,
+    make_chain: F,
+    sink: &dyn DrawSink,
+    progress: &dyn Progress,
+) -> Result<RunReport, RunError>
+where
+    F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
+{
+    run_until(
+        settings,
+        make_chain,
+        sink,
+        progress,
+        &AtomicBool::new(false),
+    )
+}
+
+/// [`run`], and every chain also stops at the first iteration boundary after `stop` becomes
+/// true (e.g. set by a Ctrl-C handler); its draws so far are flushed and it is reported as
+/// interrupted.
+pub fn run_until<'a, F>(
+    settings: &RunSettings,
+    make_chain: F,
+    sink: &dyn DrawSink,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<RunReport, RunError>
+where
+    F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
+{
+    settings.validate()?;
+    let start = Instant::now();
+    let mut prepared = Vec::with_capacity(settings.chains);
+    for c in 0..settings.chains {
+        let mut rng = chain_stream(settings.seed, c);
+        let chain = make_chain(c, &mut rng)?;
+        if !all_finite(&chain.init) {
+            return Err(RunError::ChainSetup {
+                chain: c,
+                message: format!("initial point is not finite: {:?}", chain.init),
+            });
+        }
+        let writer = sink
+            .chain_writer(c)
+            .map_err(|source| RunError::Sink { chain: c, source })?;
+        prepared.push((c, chain, rng, writer));
+    }
+    let reports = prepared
+        .into_par_iter()
+        .map(|(c, chain, rng, writer)| run_chain(settings, c, chain, rng, writer, progress, stop))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RunReport {
+        chains: reports,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn run_chain(
+    settings: &RunSettings,
+    c: usize,
+    chain: Chain<'_>,
+    mut rng: ChainRng,
+    mut writer: Box<dyn crate::io::ChainWriter + '_>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<ChainReport, RunError> {
+    let Chain {
+        mut sampler,
+        mut estimator,
+        init,
+    } = chain;
+    let start = Instant::now();
+    let total = match settings.budget {
+        Budget::Iterations(n) => Some(settings.burn_in + n),
+        Budget::WallClock(_) => None,
+    };
+    progress.chain_started(c, total);
+    let sink_err = |source| RunError::Sink { chain: c, source };
+
+    let mut divergence = None;
+    let mut interrupted = false;
+    let mut iterations = 0usize;
+    let mut draws = 0usize;
+    let mut last_finite = init.clone();
+    estimator.restart(&init);
+    sampler.start(&init, estimator.as_mut(), &mut rng);
+    if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
+        divergence = Some(Divergence {
+            iteration: 0,
+            last_finite_state: last_finite.clone(),
+        });
+    }
+    while divergence.is_none() {
+        match settings.budget {
+            Budget::Iterations(_) if Some(iterations) == total => break,
+            Budget::WallClock(limit) if start.elapsed() >= limit => break,
+            _ => {}
+        }
+        if stop.load(Ordering::Relaxed) {
+            interrupted = true;
+            break;
+        }
+        last_finite.copy_from_slice(sampler.position());
+        sampler.step(estimator.as_mut(), &mut rng);
+        iterations += 1;
+        if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
+            divergence = Some(Divergence {
+                iteration: iterations,
+                last_finite_state: last_finite.clone(),
+            });
+            break;
+        }
+        if iterations > settings.burn_in
+            && (iterations - settings.burn_in).is_multiple_of(settings.thin)
+        {
+            writer.push(sampler.position()).map_err(sink_err)?;
+            draws += 1;
+        }
+        if iterations.is_multiple_of(PROGRESS_EVERY) {
+            progress.advanced(c, iterations);
+        }
+    }
+    writer.finish().map_err(sink_err)?;
+    let report = ChainReport {
+        chain: c,
+        iterations,
+        draws,
+        seconds: start.elapsed().as_secs_f64(),
+        divergence,
+        interrupted,
+        sampler_statistics: sampler.statistics(),
+    };
+    progress.chain_finished(c, &report);
+    Ok(report)
+}
