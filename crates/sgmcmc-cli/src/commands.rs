@@ -206,10 +206,7 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     let prepared = pipeline::prepare(&cfg)?;
     let model = prepared.model();
     // Validate every setting before creating output.
-    let settings = pipeline::run_settings(&cfg)?;
-    pipeline::build_sampler_for(&cfg.sampler, &settings, model)?;
-    pipeline::check_estimator(&cfg.gradient, model)?;
-    pipeline::check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
+    pipeline::check_run(&cfg, model)?;
     let zarr = prepare_out(out)?;
     let progress = auto_progress(cfg.run.chains);
     install_interrupt_handler();

@@ -20,7 +20,9 @@
 mod common;
 
 use common::{assert_command_fails_with, sgmcmc};
-use sgmcmc::config::{BatchSizeConfig, Config, SamplerConfig};
+use sgmcmc::config::Config;
+use sgmcmc::estimator::BatchSize;
+use sgmcmc::settings::SamplerSettings;
 use std::path::Path;
 
 const ROWS: usize = 20_000;
@@ -72,12 +74,12 @@ fn winner_cfg(dir: &Path) -> Config {
     Config::from_file(&dir.join("out/winner.toml")).expect("winner.toml parses as a run file")
 }
 
-fn step_of(sampler: &SamplerConfig) -> f64 {
+fn step_of(sampler: &SamplerSettings) -> f64 {
     match *sampler {
-        SamplerConfig::Sgld {
+        SamplerSettings::Sgld {
             step_size: Some(s), ..
         } => s,
-        SamplerConfig::Sghmc { step_size, .. } => step_size,
+        SamplerSettings::Sghmc { step_size, .. } => step_size,
         ref other => panic!("unexpected sampler {other:?}"),
     }
 }
@@ -193,8 +195,8 @@ fn mamba_writes_its_outputs_and_a_runnable_winner() {
         Some(step)
     );
     let want_batch = match batch {
-        "1%" => BatchSizeConfig::Fraction(0.01),
-        "10%" => BatchSizeConfig::Fraction(0.1),
+        "1%" => BatchSize::Fraction(0.01),
+        "10%" => BatchSize::Fraction(0.1),
         other => panic!("batch {other}"),
     };
     assert_eq!(cfg.gradient.batch_size, want_batch);
@@ -301,7 +303,7 @@ fn grid_search_selects_by_log_loss_or_ksd() {
         let log10: f64 = label_value(&rows[0][2], "log10_step_size").parse().unwrap();
         let cfg = winner_cfg(dir.path());
         assert!((step_of(&cfg.sampler.method) / 10f64.powf(log10) - 1.0).abs() < 1e-12);
-        assert_eq!(cfg.gradient.batch_size, BatchSizeConfig::Fraction(0.1));
+        assert_eq!(cfg.gradient.batch_size, BatchSize::Fraction(0.1));
         assert!(out.join("winner_draws.zarr/zarr.json").is_file());
     }
 }
@@ -320,8 +322,8 @@ fn heuristic_is_one_over_n_at_a_ten_percent_batch() {
         let cfg = winner_cfg(dir.path());
         let step = step_of(&cfg.sampler.method);
         assert!((step * n - 1.0).abs() < 1e-12, "step {step}, N = {n}");
-        assert_eq!(cfg.gradient.batch_size, BatchSizeConfig::Fraction(0.1));
-        if let SamplerConfig::Sghmc { inner_steps, .. } = cfg.sampler.method {
+        assert_eq!(cfg.gradient.batch_size, BatchSize::Fraction(0.1));
+        if let SamplerSettings::Sghmc { inner_steps, .. } = cfg.sampler.method {
             assert_eq!(inner_steps, 10);
         }
         let json = read_json(&dir.path().join("out/tune.json"));
@@ -435,6 +437,15 @@ fn bad_tune_tables_are_one_line_errors() {
         &run_file(SGLD, "", &TUNE.replace("[tune]\n", "[tune]\netaa = 3\n")),
         "mamba",
         &["run.toml", "etaa"],
+    );
+    tune_fails_with(
+        &run_file(
+            &format!("{SGLD}\nschedule = {{ kind = \"polynomial\", b = 1.0 }}"),
+            "",
+            TUNE,
+        ),
+        "mamba",
+        &["schedule", "constant steps"],
     );
     tune_fails_with(
         &run_file(

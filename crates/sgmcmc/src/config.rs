@@ -2,6 +2,9 @@
 //! run settings. Every table rejects unknown keys, so a misspelt key is an error naming it.
 //! `examples/*.toml` and the README document every key.
 
+use crate::estimator::BatchSize;
+use crate::settings::{EstimatorSettings, SamplerSettings, ScheduleSettings};
+use crate::tuning::{TuneGrid, TuneScores};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -19,7 +22,7 @@ pub struct Config {
     pub sampler: SamplerTable,
     /// The gradient estimator.
     #[serde(default)]
-    pub gradient: GradientConfig,
+    pub gradient: EstimatorSettings,
     /// Seed, chains, budget, burn-in, thinning, initialisation.
     #[serde(default)]
     pub run: RunConfig,
@@ -349,399 +352,10 @@ impl<'de> Deserialize<'de> for NoiseVariance {
 pub struct SamplerTable {
     /// The sampler and its hyperparameters.
     #[serde(flatten)]
-    pub method: SamplerConfig,
+    pub method: SamplerSettings,
     /// Step-size schedule (reference §1.4); none: the constant step of the method.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<ScheduleConfig>,
-}
-
-/// A step-size schedule as written in `[sampler]`, e.g.
-/// `schedule = { kind = "polynomial", a = 1e-4, b = 10, gamma = 0.55 }` or
-/// `schedule = { kind = "cyclical", cycles = 4 }`. Steps are in the sampler's own units (ε for
-/// SGLD/pSGLD even when `welling_teh_step` or `catalogue_dt` was given, η for SGHMC/SGNHT, h
-/// for BAOAB/BADODAB); t counts iterations from 1, burn-in included.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ScheduleConfig {
-    /// εₜ = the sampler's step (the same as no schedule).
-    Constant,
-    /// εₜ = a·(b + t)^(−γ).
-    Polynomial {
-        /// Scale a > 0; default: the sampler's step·(b + 1)^γ, so that the first step is the
-        /// sampler's step. When given, it replaces the sampler's step.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        a: Option<f64>,
-        /// Offset b ≥ 0.
-        #[serde(default)]
-        b: f64,
-        /// Exponent γ ∈ (0, 1].
-        #[serde(default = "default_gamma")]
-        gamma: f64,
-    },
-    /// M cosine cycles over K iterations, each starting at ε₀ = the sampler's step:
-    /// εₜ = (ε₀/2)·(cos(π·((t − 1) mod m)/m) + 1), m = ⌈K/M⌉.
-    Cyclical {
-        /// M ≥ 1.
-        cycles: usize,
-        /// K; default: the run's total iterations (burn-in + iterations). Required with
-        /// `budget_seconds`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        iterations: Option<usize>,
-    },
-}
-
-fn default_gamma() -> f64 {
-    crate::sampler::DEFAULT_GAMMA
-}
-
-/// The sampler.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum SamplerConfig {
-    /// SGLD (reference §2.1). Give `step_size` (ε, catalogue convention) or `welling_teh_step`
-    /// (h = 2ε).
-    Sgld {
-        /// ε: θ + ε·ĝ + √(2ε)·ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        step_size: Option<f64>,
-        /// h of Welling & Teh: θ + (h/2)·ĝ + √h·ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        welling_teh_step: Option<f64>,
-        /// Posterior temperature T (targets π^{1/T}).
-        #[serde(default = "one")]
-        temperature: f64,
-    },
-    /// pSGLD (reference §2.2): SGLD with an RMSProp preconditioner G = 1/(√V + λ), in the same ε
-    /// convention as SGLD (`catalogue_dt` = the catalogue's dt, i.e. ε = dt/2).
-    Psgld {
-        /// ε: θ + ε·G⊙ĝ + √(2εT·G)⊙ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        step_size: Option<f64>,
-        /// The catalogue/SGMCMCJax step dt (ε = dt/2).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        catalogue_dt: Option<f64>,
-        /// RMSProp decay ρ of V ← ρV + (1 − ρ)ĝ⊙ĝ.
-        #[serde(default = "default_decay")]
-        decay: f64,
-        /// Stabiliser λ in G = 1/(√V + λ).
-        #[serde(default = "default_stabiliser")]
-        stabiliser: f64,
-        /// Posterior temperature T.
-        #[serde(default = "one")]
-        temperature: f64,
-    },
-    /// SGHMC (reference §2.3): momentum resampled every iteration, then `inner_steps` steps each
-    /// with a fresh gradient estimate.
-    Sghmc {
-        /// η, the learning rate of the v-parameterisation (η = h²).
-        step_size: f64,
-        /// L, inner steps per iteration (each costs one gradient estimate).
-        inner_steps: usize,
-        /// Friction α.
-        #[serde(default = "default_friction")]
-        friction: f64,
-        /// Gradient-noise estimate β̂ (0 ≤ β̂ < α).
-        #[serde(default)]
-        noise_estimate: f64,
-        /// Posterior temperature T.
-        #[serde(default = "one")]
-        temperature: f64,
-        /// Compatibility: SGMCMCJax's order (gradient before the position update).
-        #[serde(default)]
-        gradient_before_position_update: bool,
-        /// Compatibility: carry the momentum across iterations.
-        #[serde(default)]
-        no_momentum_resampling: bool,
-        /// Compatibility: one minibatch for all L inner steps (BlackJAX).
-        #[serde(default)]
-        shared_minibatch: bool,
-    },
-    /// SGNHT (reference §2.4): Euler scheme, one global thermostat.
-    Sgnht {
-        /// η, as for SGHMC.
-        step_size: f64,
-        /// Diffusion a (also the initial thermostat value).
-        #[serde(default = "default_friction")]
-        diffusion: f64,
-        /// Posterior temperature T.
-        #[serde(default = "one")]
-        temperature: f64,
-    },
-    /// BAOAB (reference §2.5): underdamped Langevin splitting.
-    Baoab {
-        /// h, the physical time step.
-        step_size: f64,
-        /// γ, the friction of the O step.
-        friction: f64,
-        /// Posterior temperature T.
-        #[serde(default = "one")]
-        temperature: f64,
-        /// Compatibility: start from v = 0 (SGMCMCJax).
-        #[serde(default)]
-        zero_initial_momentum: bool,
-        /// Compatibility: O-step noise sd multiplied by τ = T (SGMCMCJax), not its variance.
-        #[serde(default)]
-        noise_std_scaled_by_tau: bool,
-    },
-    /// BADODAB (reference §2.6): splitting scheme for the SGNHT dynamics.
-    Badodab {
-        /// h, the physical time step.
-        step_size: f64,
-        /// Initial thermostat α₀ = a.
-        #[serde(default = "default_friction")]
-        initial_thermostat: f64,
-        /// Thermal mass μ.
-        #[serde(default = "one")]
-        thermal_mass: f64,
-        /// Noise amplitude σ.
-        #[serde(default = "one")]
-        noise_amplitude: f64,
-        /// Posterior temperature T.
-        #[serde(default = "one")]
-        temperature: f64,
-    },
-    /// CCAdL (reference §2.7): SGNHT dynamics with the estimated gradient-noise covariance
-    /// subtracted as friction. Needs minibatches of at least 2 points.
-    Ccadl {
-        /// h, the physical time step.
-        step_size: f64,
-        /// A: noise amplitude √(2A), thermostat target and start (the paper uses 1 or 10).
-        diffusion: f64,
-        /// Posterior temperature T = 1/β.
-        #[serde(default = "one")]
-        temperature: f64,
-        /// `"full"` or `"diagonal"`; default full for D ≤ 200, diagonal above.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        covariance: Option<CovarianceConfig>,
-        /// Extension: the (N − n)/N without-replacement factor on the noise covariance.
-        #[serde(default)]
-        finite_population: bool,
-        /// Extension: a constant κ in (0, 1] (exponential moving average) instead of κₜ = 1/t.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        kappa: Option<f64>,
-        /// Extension: the exact friction step p ← exp(−hΓ)·p.
-        #[serde(default)]
-        exponential_friction: bool,
-    },
-    /// Metropolis–Hastings on large data (reference §6): a `proposal`, then an accept/reject
-    /// `test` on minibatches of the per-datum likelihood ratios. E.g.
-    /// `kind = "mh"`, `proposal = { kind = "random_walk", sd = 0.05 }`, `test = "barker"`,
-    /// `batch_size = 100`.
-    Mh {
-        /// q(θ' | θ): `random_walk` (sd), `langevin` (step_size) or `hamiltonian` (step_size,
-        /// steps); gradient proposals use the `[gradient]` estimator with one minibatch per
-        /// iteration.
-        proposal: crate::mh::Proposal,
-        /// `barker` (the minibatch test with X_corr; default), `workshop` (the workshop's
-        /// version with the bank of curves), `austerity`, `exact_barker` or `exact_metropolis`
-        /// (full data).
-        #[serde(default)]
-        test: MhTestKind,
-        /// Batch increment m of the minibatch tests (Barker: the fixed batch; Austerity: the
-        /// sequential increment). Ignored by the exact tests.
-        #[serde(default = "default_mh_batch")]
-        batch_size: usize,
-        /// Likelihood temperature T (targets p₀(θ)·Πᵢp(xᵢ | θ)^{1/T}).
-        #[serde(default = "one")]
-        temperature: f64,
-        /// Barker: what to do when s² ≥ σ²: `grow` (default), `grow_doubling`, `skip` or
-        /// `raise_temperature`.
-        #[serde(default)]
-        policy: crate::mh::FailurePolicy,
-        /// Barker: `finite_population` (default) or `population_no_fpc` (the references').
-        #[serde(default)]
-        variance: crate::mh::VarianceEstimate,
-        /// Barker: the correction table's σ with the ridge construction (N_g = 4000, λ = 10 on
-        /// [−20, 20]); σ = 1 (default) uses the table built into the binary, other values are
-        /// built at start-up.
-        #[serde(default = "one")]
-        sigma: f64,
-        /// Austerity's tolerance ε.
-        #[serde(default = "default_austerity_tolerance")]
-        tolerance: f64,
-        /// The workshop test: K, the minibatches whose Δ' give the standard deviation s.
-        #[serde(default = "default_workshop_minibatches")]
-        minibatches: usize,
-        /// The workshop test: skip the iteration when s ≥ this (the workshop: 1.2).
-        #[serde(default = "default_workshop_threshold")]
-        std_threshold: f64,
-        /// The workshop test: weight α of the moving average of s across iterations
-        /// (1 = no smoothing, the default).
-        #[serde(default = "one")]
-        std_smoothing: f64,
-    },
-}
-
-/// The accept/reject test of `kind = "mh"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum MhTestKind {
-    /// The minibatch Barker test with the X_corr correction (Seita et al.).
-    #[default]
-    Barker,
-    /// Austerity's sequential t-test (Korattikara et al. 2014).
-    Austerity,
-    /// The workshop version (reference §6.6): K minibatches estimate s, skip when s ≥ 1.2,
-    /// else X_c from the bank curve whose σ is closest to s on a fresh minibatch.
-    Workshop,
-    /// Full-data Barker acceptance 1/(1 + e^(−Δ)).
-    ExactBarker,
-    /// Full-data Metropolis acceptance min(1, e^Δ).
-    ExactMetropolis,
-}
-
-fn default_mh_batch() -> usize {
-    100
-}
-
-fn default_austerity_tolerance() -> f64 {
-    0.05
-}
-
-fn default_workshop_minibatches() -> usize {
-    10
-}
-
-fn default_workshop_threshold() -> f64 {
-    1.2
-}
-
-/// CCAdL's covariance estimate: the full matrix or its diagonal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CovarianceConfig {
-    /// The full D × D matrix (O(n·D²) per iteration).
-    Full,
-    /// The diagonal only (O(n·D)).
-    Diagonal,
-}
-
-fn default_decay() -> f64 {
-    0.99
-}
-
-fn default_stabiliser() -> f64 {
-    1e-5
-}
-
-fn default_friction() -> f64 {
-    0.01
-}
-
-fn one() -> f64 {
-    1.0
-}
-
-/// The gradient estimator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GradientConfig {
-    /// `"minibatch"` (default), `"control_variates"`, `"svrg"` or `"full"`.
-    #[serde(default)]
-    pub estimator: EstimatorKind,
-    /// A count (integer) or a fraction of N (a number in (0, 1]); default 1 % of N.
-    #[serde(default = "default_batch")]
-    pub batch_size: BatchSizeConfig,
-    /// SVRG only: refresh the centre every this many estimates (default ⌈N/n⌉, one epoch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update_rate: Option<usize>,
-    /// Compatibility (`minibatch_with_replacement`, SGMCMCJax): draw minibatches with
-    /// replacement (minibatch, control variates, SVRG); default false.
-    #[serde(default)]
-    pub with_replacement: bool,
-}
-
-impl Default for GradientConfig {
-    fn default() -> Self {
-        Self {
-            estimator: EstimatorKind::default(),
-            batch_size: default_batch(),
-            update_rate: None,
-            with_replacement: false,
-        }
-    }
-}
-
-fn default_batch() -> BatchSizeConfig {
-    BatchSizeConfig::Fraction(0.01)
-}
-
-/// Which gradient estimator.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EstimatorKind {
-    /// Standard minibatch estimator with N/n scaling.
-    #[default]
-    Minibatch,
-    /// Control variates centred at the MAP (Baker et al. 2019): the SGLD-CV family.
-    ControlVariates,
-    /// Control variates with a centre refreshed every `update_rate` estimates (Dubey et al. 2016).
-    Svrg,
-    /// Exact full-data gradient.
-    Full,
-}
-
-/// A batch size as written: an integer count, a fraction of N in (0, 1], or a percentage
-/// string such as `"1%"`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum BatchSizeConfig {
-    /// A count.
-    Count(u64),
-    /// A fraction of N in (0, 1].
-    Fraction(f64),
-}
-
-impl Serialize for BatchSizeConfig {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            BatchSizeConfig::Count(c) => s.serialize_u64(*c),
-            BatchSizeConfig::Fraction(f) => s.serialize_f64(*f),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for BatchSizeConfig {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = BatchSizeConfig;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a count (integer), a fraction of N (number in (0, 1]) or a percentage like \"1%\"")
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                u64::try_from(v)
-                    .map(BatchSizeConfig::Count)
-                    .map_err(|_| E::custom(format!("batch_size must be at least 1, got {v}")))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(BatchSizeConfig::Count(v))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-                Ok(BatchSizeConfig::Fraction(v))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                v.strip_suffix('%')
-                    .and_then(|p| p.trim().parse::<f64>().ok())
-                    .map(|p| BatchSizeConfig::Fraction(p / 100.0))
-                    .ok_or_else(|| {
-                        E::custom(format!(
-                            "batch_size: cannot read {v:?}; use a count, a fraction or \"1%\""
-                        ))
-                    })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl BatchSizeConfig {
-    /// As the estimator's [`crate::estimator::BatchSize`].
-    pub fn to_batch_size(self) -> crate::estimator::BatchSize {
-        match self {
-            BatchSizeConfig::Count(c) => crate::estimator::BatchSize::Count(c as usize),
-            BatchSizeConfig::Fraction(f) => crate::estimator::BatchSize::Fraction(f),
-        }
-    }
+    pub schedule: Option<ScheduleSettings>,
 }
 
 /// The `[evaluation]` table: accuracy metrics computed after the run from the kept draws
@@ -870,84 +484,6 @@ pub enum TuneMetric {
     Fssd,
 }
 
-/// Where the scores at the kept draws come from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TuneScores {
-    /// ∇log p(θ) + Ĝ + (N/m)·Σ_{i∈S} [∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂)] with one fixed subsample
-    /// S of m points and θ̂ the MAP: the exact score of a surrogate posterior that agrees with π
-    /// at θ̂, at m/N of the cost.
-    #[default]
-    ControlVariates,
-    /// The exact full-data score (N per-datum gradients per draw).
-    Full,
-}
-
-/// The grid of `[tune.grid]`: `log10_step_size` (a list, or `{ from, to, by }`) or
-/// `step_size` (a list), `batch_size` (a list of counts, fractions or "1%" strings), and any
-/// other key of the `[sampler]` table with a list of values (e.g. `inner_steps = [5, 10]`).
-/// Steps are in the sampler's own units (ε for SGLD/pSGLD, η for SGHMC/SGNHT, h for the
-/// splitting schemes and CCAdL). Arms are ordered step, then batch size, then the other keys
-/// in alphabetical order (the last varying fastest); ties in the metric keep that order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TuneGrid {
-    /// log10 of the step: a list, or `{ from = -1, to = -7.5, by = 0.5 }` (by > 0 walks from
-    /// `from` towards `to`, both ends included).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log10_step_size: Option<GridValues>,
-    /// The steps themselves.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_size: Option<Vec<f64>>,
-    /// Batch sizes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<Vec<BatchSizeConfig>>,
-    /// Any other `[sampler]` key, with its values.
-    #[serde(flatten)]
-    pub sampler: std::collections::BTreeMap<String, Vec<toml::Value>>,
-}
-
-/// Grid values: a list, or an arithmetic range with both ends included.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum GridValues {
-    /// Explicit values.
-    List(Vec<f64>),
-    /// from, from ± by, …, to.
-    Range {
-        /// First value.
-        from: f64,
-        /// Last value (included when the range reaches it within 1e-9·by).
-        to: f64,
-        /// Spacing > 0.
-        by: f64,
-    },
-}
-
-impl GridValues {
-    /// The values, or an error naming the problem.
-    pub fn values(&self) -> Result<Vec<f64>, String> {
-        match *self {
-            GridValues::List(ref v) if v.is_empty() => Err("an empty list".into()),
-            GridValues::List(ref v) => Ok(v.clone()),
-            GridValues::Range { from, to, by } => {
-                if !(by.is_finite() && by > 0.0 && from.is_finite() && to.is_finite()) {
-                    return Err(format!(
-                        "range from {from} to {to} by {by}: `by` must be > 0 and every value finite"
-                    ));
-                }
-                let steps = ((to - from).abs() / by + 1e-9).floor() as usize;
-                if steps > 100_000 {
-                    return Err(format!(
-                        "range from {from} to {to} by {by} has {steps} values"
-                    ));
-                }
-                let sign = if to >= from { 1.0 } else { -1.0 };
-                Ok((0..=steps).map(|k| from + sign * by * k as f64).collect())
-            }
-        }
-    }
-}
-
 /// `[tune.grid_search]`: the baselines of reference §5.5.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -962,7 +498,7 @@ pub struct GridSearchConfig {
     /// The batch size of every grid point and of the 1/N heuristic (the grid's own batch sizes
     /// are not searched).
     #[serde(default = "default_grid_batch")]
-    pub batch_size: BatchSizeConfig,
+    pub batch_size: BatchSize,
     /// Standard deviation of the Gaussian noise added to the MAP to start each grid point.
     #[serde(default = "default_start_noise")]
     pub start_noise: f64,
@@ -989,8 +525,8 @@ fn default_grid_iterations() -> u64 {
     5000
 }
 
-fn default_grid_batch() -> BatchSizeConfig {
-    BatchSizeConfig::Fraction(0.1)
+fn default_grid_batch() -> BatchSize {
+    BatchSize::Fraction(0.1)
 }
 
 fn default_start_noise() -> f64 {
@@ -1080,7 +616,7 @@ pub struct RunConfig {
     pub map_learning_rate: Option<f64>,
     /// Adam's minibatch size (default 1 %); only with `map_optimizer = "adam"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub map_batch_size: Option<BatchSizeConfig>,
+    pub map_batch_size: Option<BatchSize>,
     /// The per-parameter summary (mean, sd, quantiles, ESS, R-hat) after the run; `false`
     /// skips it (for D = 52,580 and 4,000 draws it takes ≈ 15 s).
     #[serde(default = "default_true")]
@@ -1170,9 +706,7 @@ impl RunConfig {
                 }
                 Ok(MapSearch::Adam(crate::optim::AdamMapOptions {
                     learning_rate,
-                    batch: self
-                        .map_batch_size
-                        .map_or(defaults.batch, BatchSizeConfig::to_batch_size),
+                    batch: self.map_batch_size.unwrap_or(defaults.batch),
                     iterations: self.map_iterations.unwrap_or(defaults.iterations),
                 }))
             }
@@ -1373,6 +907,10 @@ impl Config {
     }
 }
 
+fn one() -> f64 {
+    1.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1395,13 +933,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.sampler.schedule,
-            Some(ScheduleConfig::Polynomial {
+            Some(ScheduleSettings::Polynomial {
                 a: Some(1e-4),
                 b: 10.0,
                 gamma: 0.6
             })
         );
-        assert!(matches!(cfg.sampler.method, SamplerConfig::Sgld { .. }));
+        assert!(matches!(cfg.sampler.method, SamplerSettings::Sgld { .. }));
         let cfg = parse(
             "kind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3\n\
              schedule = { kind = \"polynomial\" }",
@@ -1410,7 +948,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.sampler.schedule,
-            Some(ScheduleConfig::Polynomial {
+            Some(ScheduleSettings::Polynomial {
                 a: None,
                 b: 0.0,
                 gamma: 0.55
@@ -1425,7 +963,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.sampler.schedule,
-            Some(ScheduleConfig::Cyclical {
+            Some(ScheduleSettings::Cyclical {
                 cycles: 4,
                 iterations: None
             })
@@ -1438,7 +976,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             cfg.sampler.schedule,
-            Some(ScheduleConfig::Cyclical {
+            Some(ScheduleSettings::Cyclical {
                 cycles: 2,
                 iterations: Some(500)
             })
@@ -1448,7 +986,7 @@ mod tests {
             "",
         )
         .unwrap();
-        assert_eq!(cfg.sampler.schedule, Some(ScheduleConfig::Constant));
+        assert_eq!(cfg.sampler.schedule, Some(ScheduleSettings::Constant));
         // No schedule, and the round trip through serde keeps the table's shape.
         let cfg = parse("kind = \"sgld\"\nstep_size = 1e-3", "").unwrap();
         assert_eq!(cfg.sampler.schedule, None);
@@ -1488,7 +1026,7 @@ mod tests {
         assert!(cfg.gradient.with_replacement);
         assert!(matches!(
             cfg.sampler.method,
-            SamplerConfig::Sghmc {
+            SamplerSettings::Sghmc {
                 shared_minibatch: true,
                 ..
             }
@@ -1500,7 +1038,7 @@ mod tests {
         .unwrap();
         assert!(matches!(
             cfg.sampler.method,
-            SamplerConfig::Baoab {
+            SamplerSettings::Baoab {
                 noise_std_scaled_by_tau: true,
                 ..
             }

@@ -3,14 +3,11 @@
 //! `demo` commands are thin wrappers around [`execute`].
 
 use crate::config::{
-    Config, CovarianceConfig, DataConfig, EstimatorKind, GradientConfig, InitConfig, InitKeyword,
-    MapSearch, MhTestKind, ModelConfig, NoiseVariance, PriorKind, SamplerConfig, SamplerTable,
-    ScheduleConfig, SyntheticGenerator,
+    Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance, PriorKind,
+    SamplerTable, SyntheticGenerator,
 };
 use crate::data::{self, DataError, Dataset, Features, Matrix};
-use crate::estimator::{
-    ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
-};
+use crate::estimator::EstimatorError;
 use crate::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
@@ -23,11 +20,8 @@ use crate::model::{
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, MapResult, find_map, find_map_adam};
 use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
-use crate::sampler::{
-    Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
-    CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerError, Scheduled, Sghmc, SghmcOptions,
-    SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSchedule, StepSize,
-};
+use crate::sampler::{Sampler, SamplerError, Scheduled, StepSchedule};
+use crate::settings::{SamplerSettings, SettingsError};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -73,6 +67,17 @@ pub enum PipelineError {
     /// Output could not be written.
     #[error(transparent)]
     Sink(#[from] SinkError),
+    /// Tuning failed.
+    #[error(transparent)]
+    Tune(#[from] crate::tuning::TuneError),
+    /// A `[sampler]` or `[gradient]` table that cannot be built.
+    #[error("[{table}] {source}")]
+    Settings {
+        /// The run-file table.
+        table: &'static str,
+        /// What is wrong.
+        source: SettingsError,
+    },
     /// Anything else, already phrased.
     #[error("{0}")]
     Other(String),
@@ -441,6 +446,22 @@ pub fn build_sparse_regression(
     Ok(SparseRegression::new(x, y, p, settings)?)
 }
 
+/// A `[sampler]` table's error.
+pub fn sampler_table(source: SettingsError) -> PipelineError {
+    PipelineError::Settings {
+        table: "sampler",
+        source,
+    }
+}
+
+/// A `[gradient]` table's error.
+pub fn gradient_table(source: SettingsError) -> PipelineError {
+    PipelineError::Settings {
+        table: "gradient",
+        source,
+    }
+}
+
 /// A fresh sampler for one chain as the `[sampler]` table describes: the method, wrapped in
 /// [`Scheduled`] when the table has a `schedule` (resolved by [`resolve_schedule`] against the
 /// run `settings`).
@@ -448,7 +469,7 @@ pub fn build_sampler(
     cfg: &SamplerTable,
     settings: &RunSettings,
 ) -> Result<Box<dyn Sampler>, PipelineError> {
-    let sampler = build_method(&cfg.method)?;
+    let sampler = cfg.method.build().map_err(sampler_table)?;
     match resolve_schedule(cfg, sampler.step_size(), settings)? {
         None => Ok(sampler),
         Some(schedule) => Ok(Box::new(Scheduled::new(sampler, schedule)?)),
@@ -461,351 +482,43 @@ pub fn build_sampler_for<'m>(
     settings: &RunSettings,
     model: &'m dyn Model,
 ) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
-    if !matches!(cfg.method, SamplerConfig::Mh { .. }) {
-        return build_sampler(cfg, settings).map(|s| s as Box<dyn Sampler + 'm>);
-    }
-    let sampler = build_mh(&cfg.method, model)?;
+    let sampler = cfg.method.build_for(model).map_err(sampler_table)?;
     match resolve_schedule(cfg, sampler.step_size(), settings)? {
         None => Ok(sampler),
         Some(schedule) => Ok(Box::new(Scheduled::new(sampler, schedule)?)),
     }
 }
 
-/// The MH sampler of a `kind = "mh"` table (reference §6).
-fn build_mh<'m>(
-    cfg: &SamplerConfig,
-    model: &'m dyn Model,
-) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
-    use crate::mh::{
-        AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, ExactRule, ExactTest, MhSampler,
-        WorkshopTest,
-    };
-    let SamplerConfig::Mh {
-        proposal,
-        test,
-        batch_size,
-        temperature,
-        policy,
-        variance,
-        sigma,
-        tolerance,
-        minibatches,
-        std_threshold,
-        std_smoothing,
-    } = cfg
-    else {
-        return Err(PipelineError::Other("not an MH sampler table".into()));
-    };
-    let n = model.num_data();
-    if matches!(
-        test,
-        MhTestKind::Barker | MhTestKind::Austerity | MhTestKind::Workshop
-    ) && *batch_size > n
-    {
-        return Err(PipelineError::Other(format!(
-            "[sampler] batch_size = {batch_size} is larger than the data (N = {n})"
-        )));
-    }
-    let test = match test {
-        MhTestKind::Barker => AcceptanceTest::Barker(BarkerTest::new(
-            crate::mh::correction_table(*sigma).map_err(|e| PipelineError::Other(e.to_string()))?,
-            *batch_size,
-            *temperature,
-            *policy,
-            *variance,
-        )?),
-        MhTestKind::Workshop => AcceptanceTest::Workshop(
-            WorkshopTest::new(
-                CorrectionBank::workshop().map_err(|e| PipelineError::Other(e.to_string()))?,
-                *batch_size,
-                *minibatches,
-                *std_threshold,
-                *temperature,
-            )?
-            .with_smoothing(*std_smoothing)?,
-        ),
-        MhTestKind::Austerity => {
-            AcceptanceTest::Austerity(AusterityTest::new(*batch_size, *tolerance, *temperature)?)
-        }
-        MhTestKind::ExactBarker => {
-            AcceptanceTest::Exact(ExactTest::new(ExactRule::Barker, *temperature)?)
-        }
-        MhTestKind::ExactMetropolis => {
-            AcceptanceTest::Exact(ExactTest::new(ExactRule::Metropolis, *temperature)?)
-        }
-    };
-    Ok(Box::new(MhSampler::new(model, *proposal, test)?))
-}
-
-/// The `schedule` of the `[sampler]` table with its defaults filled in, or `None` without one.
-/// `step` is the method's step in its own units ([`Sampler::step_size`]): the constant step,
-/// the cyclical ε₀, and the polynomial a = step·(b + 1)^γ when `a` is not given. A cyclical
-/// schedule without `iterations` covers the run's total iterations K = burn-in + iterations; a
-/// wall-clock budget has no K, which is an error naming the fix.
+/// The `schedule` of the `[sampler]` table resolved against the method's `step` (in its own
+/// units) and the run ([`crate::settings::ScheduleSettings::resolve`]: a cyclical schedule
+/// without `iterations` covers K = burn-in + iterations), or `None` without one.
 pub fn resolve_schedule(
     cfg: &SamplerTable,
     step: f64,
     settings: &RunSettings,
 ) -> Result<Option<StepSchedule>, PipelineError> {
-    let Some(schedule) = cfg.schedule else {
-        return Ok(None);
+    let total = match settings.budget {
+        Budget::Iterations(n) => Some(settings.burn_in + n),
+        Budget::WallClock(_) => None,
     };
-    let resolved = match schedule {
-        ScheduleConfig::Constant => StepSchedule::constant(step),
-        ScheduleConfig::Polynomial { a, b, gamma } => {
-            let a = a.unwrap_or_else(|| step * (b + 1.0).powf(gamma));
-            StepSchedule::polynomial(a, b, gamma)
-        }
-        ScheduleConfig::Cyclical { cycles, iterations } => {
-            let k = match (iterations, settings.budget) {
-                (Some(k), _) => k,
-                (None, Budget::Iterations(n)) => settings.burn_in + n,
-                (None, Budget::WallClock(_)) => {
-                    return Err(PipelineError::Other(
-                        "[sampler] schedule: a cyclical schedule needs the total iterations K, \
-                         which a wall-clock budget (`budget_seconds`) does not fix; give \
-                         `iterations` in the schedule"
-                            .into(),
-                    ));
-                }
-            };
-            StepSchedule::cyclical(step, cycles, k)
-        }
-    };
-    resolved
-        .map(Some)
-        .map_err(|e| PipelineError::Other(format!("[sampler] schedule: {e}")))
+    cfg.schedule
+        .map(|s| s.resolve(step, total))
+        .transpose()
+        .map_err(sampler_table)
 }
 
-/// A fresh sampler as the method part of the `[sampler]` table describes (no schedule).
-pub fn build_method(cfg: &SamplerConfig) -> Result<Box<dyn Sampler>, PipelineError> {
-    let one_of = |a: Option<f64>,
-                  b: Option<f64>,
-                  names: &str|
-     -> Result<(Option<f64>, Option<f64>), PipelineError> {
-        match (a, b) {
-            (Some(_), None) | (None, Some(_)) => Ok((a, b)),
-            _ => Err(PipelineError::Other(format!(
-                "[sampler] give exactly one of {names}"
-            ))),
-        }
-    };
-    match cfg {
-        SamplerConfig::Sgld {
-            step_size,
-            welling_teh_step,
-            temperature,
-        } => {
-            let step = match one_of(
-                *step_size,
-                *welling_teh_step,
-                "`step_size` and `welling_teh_step`",
-            )? {
-                (Some(e), _) => StepSize::Langevin(e),
-                (_, h) => StepSize::WellingTeh(h.expect("one is set")),
-            };
-            Ok(Box::new(Sgld::new(step, *temperature)?))
-        }
-        SamplerConfig::Psgld {
-            step_size,
-            catalogue_dt,
-            decay,
-            stabiliser,
-            temperature,
-        } => {
-            let settings = PsgldSettings {
-                decay: *decay,
-                stabiliser: *stabiliser,
-                temperature: *temperature,
-                ..PsgldSettings::default()
-            };
-            Ok(
-                match one_of(*step_size, *catalogue_dt, "`step_size` and `catalogue_dt`")? {
-                    (Some(e), _) => Box::new(Psgld::new(StepSize::Langevin(e), settings)?),
-                    (_, dt) => {
-                        Box::new(Psgld::from_catalogue_dt(dt.expect("one is set"), settings)?)
-                    }
-                },
-            )
-        }
-        SamplerConfig::Sghmc {
-            step_size,
-            inner_steps,
-            friction,
-            noise_estimate,
-            temperature,
-            gradient_before_position_update,
-            no_momentum_resampling,
-            shared_minibatch,
-        } => {
-            let settings = SghmcSettings {
-                friction: *friction,
-                noise_estimate: *noise_estimate,
-                temperature: *temperature,
-                options: SghmcOptions {
-                    gradient_before_position_update: *gradient_before_position_update,
-                    no_momentum_resampling: *no_momentum_resampling,
-                    shared_minibatch: *shared_minibatch,
-                },
-            };
-            Ok(Box::new(Sghmc::new(*step_size, *inner_steps, settings)?))
-        }
-        SamplerConfig::Sgnht {
-            step_size,
-            diffusion,
-            temperature,
-        } => {
-            let settings = SgnhtSettings {
-                diffusion: *diffusion,
-                temperature: *temperature,
-            };
-            Ok(Box::new(Sgnht::new(*step_size, settings)?))
-        }
-        SamplerConfig::Baoab {
-            step_size,
-            friction,
-            temperature,
-            zero_initial_momentum,
-            noise_std_scaled_by_tau,
-        } => {
-            let settings = BaoabSettings {
-                temperature: *temperature,
-                zero_initial_momentum: *zero_initial_momentum,
-                noise_std_scaled_by_tau: *noise_std_scaled_by_tau,
-            };
-            Ok(Box::new(Baoab::new(*step_size, *friction, settings)?))
-        }
-        SamplerConfig::Badodab {
-            step_size,
-            initial_thermostat,
-            thermal_mass,
-            noise_amplitude,
-            temperature,
-        } => {
-            let settings = BadodabSettings {
-                initial_thermostat: *initial_thermostat,
-                thermal_mass: *thermal_mass,
-                noise_amplitude: *noise_amplitude,
-                temperature: *temperature,
-            };
-            Ok(Box::new(Badodab::new(*step_size, settings)?))
-        }
-        SamplerConfig::Ccadl {
-            step_size,
-            diffusion,
-            temperature,
-            covariance,
-            finite_population,
-            kappa,
-            exponential_friction,
-        } => {
-            let settings = CcadlSettings {
-                temperature: *temperature,
-                shape: covariance.map(|c| match c {
-                    CovarianceConfig::Full => CovarianceShape::Full,
-                    CovarianceConfig::Diagonal => CovarianceShape::Diagonal,
-                }),
-                options: CcadlOptions {
-                    finite_population: *finite_population,
-                    kappa_constant: *kappa,
-                    exponential_friction: *exponential_friction,
-                },
-                ..CcadlSettings::new(*diffusion)
-            };
-            Ok(Box::new(Ccadl::new(*step_size, settings)?))
-        }
-        SamplerConfig::Mh { .. } => Err(PipelineError::Other(
-            "kind = \"mh\" reads the model itself: it runs under `sgmcmc run`, not here (e.g. \
-             MAMBA tunes the stochastic-gradient samplers only)"
-                .into(),
-        )),
-    }
-}
-
-/// Check that the sampler can run with the `[gradient]` table: CCAdL estimates a covariance from
-/// each minibatch, so it needs at least 2 points per batch.
-pub fn check_sampler_with_estimator(
-    sampler: &SamplerConfig,
-    gradient: &GradientConfig,
-    model: &dyn Model,
-) -> Result<(), PipelineError> {
-    if let SamplerConfig::Mh { proposal, .. } = sampler
-        && proposal.uses_gradient()
-        && gradient.estimator == EstimatorKind::Svrg
-    {
-        return Err(PipelineError::Other(
-            "[sampler] kind = \"mh\" with a gradient proposal needs one fixed gradient per \
-             iteration for its forward and reverse densities; SVRG's centre moves between them: \
-             use estimator = \"minibatch\", \"control_variates\" or \"full\""
-                .into(),
-        ));
-    }
-    if let SamplerConfig::Ccadl { .. } = sampler {
-        let n = match gradient.estimator {
-            EstimatorKind::Full => model.num_data(),
-            _ => gradient
-                .batch_size
-                .to_batch_size()
-                .resolve(model.num_data())?,
-        };
-        if n < 2 && n < model.num_data() {
-            return Err(PipelineError::Other(format!(
-                "[sampler] kind = \"ccadl\" estimates the gradient-noise covariance from each minibatch and needs batch_size >= 2, got {n}"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Check the `[gradient]` table against the model without building anything expensive.
-pub fn check_estimator(cfg: &GradientConfig, model: &dyn Model) -> Result<(), PipelineError> {
-    cfg.batch_size.to_batch_size().resolve(model.num_data())?;
-    if cfg.with_replacement && cfg.estimator == EstimatorKind::Full {
-        return Err(PipelineError::Other(
-            "[gradient] `with_replacement` applies to minibatch estimators, not estimator = \"full\""
-                .into(),
-        ));
-    }
-    match (cfg.estimator, cfg.update_rate) {
-        (EstimatorKind::Svrg, Some(0)) => Err(EstimatorError::BadUpdateRate(0).into()),
-        (EstimatorKind::Svrg, _) | (_, None) => Ok(()),
-        (_, Some(_)) => Err(PipelineError::Other(
-            "[gradient] `update_rate` applies to estimator = \"svrg\" only".into(),
-        )),
-    }
-}
-
-/// Whether the `[gradient]` table needs the MAP (as the control-variate centre).
-pub fn estimator_needs_map(cfg: &GradientConfig) -> bool {
-    cfg.estimator == EstimatorKind::ControlVariates
-}
-
-/// A fresh gradient estimator as the `[gradient]` table describes; `centre` is the MAP, required
-/// by control variates.
-pub fn build_estimator<'m>(
-    cfg: &GradientConfig,
-    model: &'m dyn Model,
-    centre: Option<&[f64]>,
-) -> Result<Box<dyn GradientEstimator + 'm>, PipelineError> {
-    let batch = cfg.batch_size.to_batch_size();
-    let replace = cfg.with_replacement;
-    Ok(match cfg.estimator {
-        EstimatorKind::Minibatch => {
-            Box::new(Minibatch::new(model, batch)?.with_replacement(replace))
-        }
-        EstimatorKind::ControlVariates => {
-            let centre = centre.ok_or_else(|| {
-                PipelineError::Other(
-                    "control variates need a centre (the MAP); none was computed".into(),
-                )
-            })?;
-            Box::new(ControlVariates::new(model, batch, centre)?.with_replacement(replace))
-        }
-        EstimatorKind::Svrg => {
-            Box::new(Svrg::new(model, batch, cfg.update_rate)?.with_replacement(replace))
-        }
-        EstimatorKind::Full => Box::new(FullBatch::new(model)),
-    })
+/// Validate the run, sampler, estimator and MAP settings of `cfg` against `model` before
+/// anything runs (a sampler is built once and dropped); the run-level settings.
+pub fn check_run(cfg: &Config, model: &dyn Model) -> Result<RunSettings, PipelineError> {
+    let settings = run_settings(cfg)?;
+    cfg.run.map_search().map_err(PipelineError::Other)?;
+    build_sampler_for(&cfg.sampler, &settings, model)?;
+    cfg.gradient.check(model).map_err(gradient_table)?;
+    cfg.sampler
+        .method
+        .check_with_estimator(&cfg.gradient, model)
+        .map_err(sampler_table)?;
+    Ok(settings)
 }
 
 /// Run-level settings from the `[run]` table.
@@ -1041,17 +754,12 @@ fn execute_keeping_draws(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
-    let settings = run_settings(cfg)?;
+    let settings = check_run(cfg, model)?;
     let dim = model.dim();
-    // Validate sampler, estimator and MAP settings once, before anything runs.
-    cfg.run.map_search().map_err(PipelineError::Other)?;
-    build_sampler_for(&cfg.sampler, &settings, model)?;
-    check_estimator(&cfg.gradient, model)?;
-    check_sampler_with_estimator(&cfg.sampler.method, &cfg.gradient, model)?;
 
     let map_start = std::time::Instant::now();
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
-        || estimator_needs_map(&cfg.gradient);
+        || cfg.gradient.needs_centre();
     let map = match (needs_map, known_map) {
         (false, _) => None,
         (true, Some(m)) if m.theta.len() == dim => Some(m.clone()),
@@ -1118,7 +826,11 @@ fn execute_keeping_draws(
         };
         Ok(Chain {
             sampler: build_sampler_for(&cfg.sampler, &settings, model).map_err(setup)?,
-            estimator: build_estimator(&cfg.gradient, model, centre).map_err(setup)?,
+            estimator: cfg
+                .gradient
+                .build(model, centre)
+                .map_err(gradient_table)
+                .map_err(setup)?,
             init,
         })
     };
@@ -1162,8 +874,8 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
         "config": cfg,
         "model": { "kind": model.name(), "dim": model.dim(), "num_data": model.num_data() },
         "batch_size": match cfg.gradient.estimator {
-            EstimatorKind::Full => model.num_data(),
-            _ => cfg.gradient.batch_size.to_batch_size().resolve(model.num_data()).unwrap_or(0),
+            crate::settings::EstimatorKind::Full => model.num_data(),
+            _ => cfg.gradient.batch_size.resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),
         "sampler": resolved_sampler(cfg),
@@ -1177,7 +889,7 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
 /// ε₀, K and cycle length m).
 fn resolved_sampler(cfg: &Config) -> serde_json::Value {
     let mut v = resolved_method(&cfg.sampler.method);
-    let schedule = build_method(&cfg.sampler.method).ok().and_then(|s| {
+    let schedule = cfg.sampler.method.build().ok().and_then(|s| {
         let settings = run_settings(cfg).ok()?;
         resolve_schedule(&cfg.sampler, s.step_size(), &settings).ok()?
     });
@@ -1192,9 +904,9 @@ fn resolved_sampler(cfg: &Config) -> serde_json::Value {
 }
 
 /// The method's parameters in the library's conventions.
-fn resolved_method(cfg: &SamplerConfig) -> serde_json::Value {
+fn resolved_method(cfg: &SamplerSettings) -> serde_json::Value {
     match cfg {
-        SamplerConfig::Sgld {
+        SamplerSettings::Sgld {
             step_size,
             welling_teh_step,
             temperature,
@@ -1202,7 +914,7 @@ fn resolved_method(cfg: &SamplerConfig) -> serde_json::Value {
             let epsilon = step_size.or(welling_teh_step.map(|h| h / 2.0));
             serde_json::json!({ "kind": "sgld", "epsilon": epsilon, "welling_teh_h": epsilon.map(|e| 2.0 * e), "temperature": temperature })
         }
-        SamplerConfig::Psgld {
+        SamplerSettings::Psgld {
             step_size,
             catalogue_dt,
             ..

@@ -27,7 +27,7 @@
 
 mod common;
 
-use sgmcmc::config::{BatchSizeConfig, GradientConfig, SamplerConfig, SamplerTable, TuneGrid};
+use sgmcmc::estimator::BatchSize;
 use sgmcmc::estimator::{FullBatch, FullDataEvaluator};
 use sgmcmc::model::{
     Bernoulli, DataIndex, GaussianModel, LogisticRegression, Model, NormalPrior, Scratch,
@@ -36,17 +36,18 @@ use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{find_map, laplace_covariance};
 use sgmcmc::rng::stream;
 use sgmcmc::sampler::{Psgld, PsgldSettings, Sampler, StepSize};
+use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
 use sgmcmc::stein::{ImqKernel, Kernel};
 use sgmcmc::tuning::{
     ArmRound, ArmSettings, MambaOutcome, MambaSettings, ScoreFunction, TuneBudget, TuneContext,
-    TuneMetricSettings, expand_grid, mamba,
+    TuneGrid, TuneMetricSettings, expand_grid, mamba,
 };
 
-fn sampler_table(text: &str) -> SamplerTable {
+fn sampler_settings(text: &str) -> SamplerSettings {
     toml::from_str(text).expect("sampler table parses")
 }
 
-fn gradient(text: &str) -> GradientConfig {
+fn gradient(text: &str) -> EstimatorSettings {
     toml::from_str(text).expect("gradient table parses")
 }
 
@@ -55,8 +56,8 @@ fn grid(text: &str) -> TuneGrid {
 }
 
 fn sgld_step(arm: &ArmSettings) -> f64 {
-    match arm.sampler.method {
-        SamplerConfig::Sgld {
+    match arm.sampler {
+        SamplerSettings::Sgld {
             step_size: Some(s), ..
         } => s,
         ref other => panic!("not an SGLD arm with a step_size: {other:?}"),
@@ -64,7 +65,7 @@ fn sgld_step(arm: &ArmSettings) -> f64 {
 }
 
 fn expand_err(sampler: &str, grid_text: &str) -> String {
-    expand_grid(&sampler_table(sampler), &gradient(""), &grid(grid_text))
+    expand_grid(&sampler_settings(sampler), &gradient(""), &grid(grid_text))
         .expect_err("the grid is invalid")
         .to_string()
 }
@@ -77,7 +78,7 @@ fn expand_err(sampler: &str, grid_text: &str) -> String {
 /// the last varying fastest; every arm carries its values as tables and labels.
 #[test]
 fn grid_order_is_step_then_batch_then_sampler_keys() {
-    let base = sampler_table("kind = \"sghmc\"\nstep_size = 1e-3\ninner_steps = 1");
+    let base = sampler_settings("kind = \"sghmc\"\nstep_size = 1e-3\ninner_steps = 1");
     // inner_steps is written before friction: the order must still be alphabetical.
     let g = grid(
         "log10_step_size = [-1, -2]\nbatch_size = [10, \"5%\"]\n\
@@ -86,13 +87,13 @@ fn grid_order_is_step_then_batch_then_sampler_keys() {
     let arms = expand_grid(&base, &gradient("batch_size = 3"), &g).unwrap();
     assert_eq!(arms.len(), 16);
     let steps = [1e-1, 1e-2];
-    let batches = [BatchSizeConfig::Count(10), BatchSizeConfig::Fraction(0.05)];
+    let batches = [BatchSize::Count(10), BatchSize::Fraction(0.05)];
     let frictions = [0.01, 0.1];
     let inner = [5usize, 10];
     for (k, arm) in arms.iter().enumerate() {
         let (s, b, f, l) = (k / 8, (k / 4) % 2, (k / 2) % 2, k % 2);
-        match arm.sampler.method {
-            SamplerConfig::Sghmc {
+        match arm.sampler {
+            SamplerSettings::Sghmc {
                 step_size,
                 inner_steps,
                 friction,
@@ -124,7 +125,7 @@ fn grid_order_is_step_then_batch_then_sampler_keys() {
 /// in the sampler's own units and replaces the base table's alternative step key.
 #[test]
 fn log10_range_and_sghmc_inner_steps() {
-    let base = sampler_table("kind = \"sgld\"\nwelling_teh_step = 0.5");
+    let base = sampler_settings("kind = \"sgld\"\nwelling_teh_step = 0.5");
     let arms = expand_grid(
         &base,
         &gradient(""),
@@ -135,8 +136,8 @@ fn log10_range_and_sghmc_inner_steps() {
     assert_eq!(arms.len(), 3);
     for (arm, w) in arms.iter().zip(want) {
         assert!((sgld_step(arm) / w - 1.0).abs() < 1e-15);
-        match arm.sampler.method {
-            SamplerConfig::Sgld {
+        match arm.sampler {
+            SamplerSettings::Sgld {
                 welling_teh_step, ..
             } => assert_eq!(welling_teh_step, None),
             _ => unreachable!(),
@@ -144,12 +145,12 @@ fn log10_range_and_sghmc_inner_steps() {
     }
     assert_eq!(arms[1].values, [("log10_step_size".into(), "-1.5".into())]);
 
-    let sghmc = sampler_table("kind = \"sghmc\"\nstep_size = 1e-3\ninner_steps = 1");
+    let sghmc = sampler_settings("kind = \"sghmc\"\nstep_size = 1e-3\ninner_steps = 1");
     let arms = expand_grid(&sghmc, &gradient(""), &grid("inner_steps = [5, 10]")).unwrap();
     let l: Vec<usize> = arms
         .iter()
-        .map(|a| match a.sampler.method {
-            SamplerConfig::Sghmc { inner_steps, .. } => inner_steps,
+        .map(|a| match a.sampler {
+            SamplerSettings::Sghmc { inner_steps, .. } => inner_steps,
             _ => unreachable!(),
         })
         .collect();
@@ -160,7 +161,7 @@ fn log10_range_and_sghmc_inner_steps() {
 #[test]
 fn bad_grids_are_errors_that_name_the_problem() {
     let sgld = "kind = \"sgld\"\nstep_size = 1e-3";
-    let cases: [(&str, &str, &[&str]); 8] = [
+    let cases: [(&str, &str, &[&str]); 7] = [
         (sgld, "inner_steps = [5, 10]", &["inner_steps", "[sampler]"]),
         (sgld, "stepsize = [0.1]", &["stepsize"]),
         (
@@ -173,11 +174,6 @@ fn bad_grids_are_errors_that_name_the_problem() {
             sgld,
             "log10_step_size = []",
             &["log10_step_size", "empty list"],
-        ),
-        (
-            "kind = \"sgld\"\nstep_size = 1e-3\nschedule = { kind = \"polynomial\", b = 1.0 }",
-            "log10_step_size = [-1]",
-            &["schedule"],
         ),
         (sgld, "step_size = [1e-3, 0.0]", &["arm 1", "step"]),
         (sgld, "step_size = [-1e-3]", &["arm 0", "step"]),
@@ -287,7 +283,7 @@ fn diverging_arms_rank_last_and_pruning_keeps_the_best() {
     ];
     let g = grid(&format!("log10_step_size = {log10:?}"));
     let arms = expand_grid(
-        &sampler_table("kind = \"sgld\"\nstep_size = 1.0"),
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
         &gradient("estimator = \"full\"\nbatch_size = 1"),
         &g,
     )
@@ -354,7 +350,7 @@ fn max_scored_draws_scores_evenly_spaced_rows_of_the_round() {
     let ctx = context_at(&model, &MU);
     let g = grid("log10_step_size = [-1.0, -1.5, -2.0, -2.5]");
     let arms = expand_grid(
-        &sampler_table("kind = \"sgld\"\nstep_size = 1.0"),
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
         &gradient("estimator = \"full\"\nbatch_size = 1"),
         &g,
     )
@@ -405,7 +401,7 @@ fn warm_restart_run(sampler: &str, log10_first: f64) -> (MambaOutcome, Vec<usize
     let model = gaussian_target();
     let ctx = context_at(&model, &[4.0, 2.0]);
     let arms = expand_grid(
-        &sampler_table(sampler),
+        &sampler_settings(sampler),
         &gradient("estimator = \"full\"\nbatch_size = 1"),
         &grid(&format!("log10_step_size = [{log10_first}, 2, 2.5, 3]")),
     )
@@ -547,7 +543,7 @@ fn same_seed_same_outcome_on_any_thread_count() {
         start_score: score,
     };
     let arms = expand_grid(
-        &sampler_table("kind = \"sgld\"\nstep_size = 1.0"),
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
         &gradient("estimator = \"control_variates\""),
         &grid("log10_step_size = { from = -2, to = -5, by = 0.5 }\nbatch_size = [\"1%\", \"10%\"]"),
     )
@@ -647,7 +643,7 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
         scores,
     };
     let arms = expand_grid(
-        &sampler_table("kind = \"sgld\"\nstep_size = 1.0"),
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
         &gradient(""),
         &grid("log10_step_size = { from = -3, to = -8, by = 0.5 }\nbatch_size = [\"100%\", \"10%\", \"1%\"]"),
     )

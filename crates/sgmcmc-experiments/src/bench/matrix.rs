@@ -16,16 +16,15 @@
 use super::{block_rate, calls_per_block, median};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use sgmcmc::config::{BatchSizeConfig, EstimatorKind, GradientConfig, SamplerConfig};
 use sgmcmc::data::synthetic;
 use sgmcmc::estimator::BatchTerms;
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior, TermMoments};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
-use sgmcmc::pipeline::{build_estimator, build_method};
 use sgmcmc::rng::{ChainRng, stream};
 use sgmcmc::sampler::Sampler;
+use sgmcmc::settings::{EstimatorKind, EstimatorSettings, SamplerSettings};
 
 /// The samplers measured, each as the inline `[sampler]` table of a run file; adding a sampler
 /// is one line. The first is the reference that ratios are taken against. Step sizes are small
@@ -100,12 +99,12 @@ impl GradientEstimator for StandardNormalScore {
 /// The parsed form of one [`SAMPLERS`] entry.
 #[derive(Deserialize)]
 struct SamplerEntry {
-    sampler: SamplerConfig,
+    sampler: SamplerSettings,
 }
 
 /// The sampler configurations of [`SAMPLERS`], validated: those `only` names (all if empty),
 /// always with the reference first.
-fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerConfig)>> {
+fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerSettings)>> {
     for name in only {
         if !SAMPLERS.iter().any(|(label, _)| label == name) {
             let known: Vec<&str> = SAMPLERS.iter().map(|s| s.0).collect();
@@ -122,7 +121,10 @@ fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerConfig)>
         .map(|(_, &(label, table))| {
             let entry: SamplerEntry = toml::from_str(&format!("sampler = {{ {table} }}"))
                 .with_context(|| format!("bench sampler {label}: {table}"))?;
-            build_method(&entry.sampler).with_context(|| format!("bench sampler {label}"))?;
+            entry
+                .sampler
+                .build()
+                .with_context(|| format!("bench sampler {label}"))?;
             Ok((label, entry.sampler))
         })
         .collect()
@@ -224,7 +226,7 @@ struct AloneRow {
 struct CellRow {
     sampler: &'static str,
     estimator: &'static str,
-    config: SamplerConfig,
+    config: SamplerSettings,
     estimates_per_step: usize,
     iterations_per_second: f64,
     /// Every timed block's rate (iterations/s), in round order.
@@ -292,13 +294,13 @@ fn measure(
     args: &super::BenchArgs,
     model: &dyn Model,
     map: &[f64],
-    samplers: &[(&'static str, SamplerConfig)],
+    samplers: &[(&'static str, SamplerSettings)],
     batch: usize,
     update_rate: usize,
 ) -> Result<MatrixReport> {
-    let gradient = |kind| GradientConfig {
+    let gradient = |kind| EstimatorSettings {
         estimator: kind,
-        batch_size: BatchSizeConfig::Fraction(BATCH_FRACTION),
+        batch_size: BatchSize::Fraction(BATCH_FRACTION),
         update_rate: None,
         with_replacement: false,
     };
@@ -310,7 +312,7 @@ fn measure(
     };
     // Bare estimators first, then the samplers alone, then the chains, sampler-major.
     for &(label, kind) in ESTIMATORS {
-        let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
+        let mut estimator = gradient(kind).build(model, Some(map))?;
         estimator.restart(map);
         units.push(Unit {
             label: format!("bare {label}"),
@@ -325,7 +327,7 @@ fn measure(
         });
     }
     for (s_label, config) in samplers {
-        let mut sampler = build_method(config)?;
+        let mut sampler = config.build()?;
         let mut rng = next_rng();
         let mut estimator: Box<dyn GradientEstimator> = Box::new(StandardNormalScore);
         sampler.start(map, estimator.as_mut(), &mut rng);
@@ -339,8 +341,8 @@ fn measure(
     }
     for (s_label, config) in samplers {
         for &(e_label, kind) in ESTIMATORS {
-            let mut estimator = build_estimator(&gradient(kind), model, Some(map))?;
-            let mut sampler = build_method(config)?;
+            let mut estimator = gradient(kind).build(model, Some(map))?;
+            let mut sampler = config.build()?;
             let mut rng = next_rng();
             // As the runner starts a chain: the estimator restarts, then the sampler, at the MAP.
             estimator.restart(map);

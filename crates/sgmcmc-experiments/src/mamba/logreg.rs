@@ -412,7 +412,7 @@ pub fn run(
     let base_cfg = Config::from_toml(&config_text(settings, 0, false), "mamba-logreg")
         .map_err(|e| other(e.to_string()))?;
     let t = Instant::now();
-    let prepared = pipeline::prepare(&base_cfg)?;
+    let prepared = pipeline::prepare(&base_cfg).map_err(|e| other(e.to_string()))?;
     log(&format!(
         "data: {} rows x {} (training {}), {:.1} s",
         settings.rows,

@@ -545,7 +545,7 @@ pub fn prepare_problem(
     let cfg = Config::from_toml(&config_text(spec, settings, index, false), name)
         .map_err(|e| TuneError::Grid(e.to_string()))?;
     let t = Instant::now();
-    let prepared = pipeline::prepare(&cfg)?;
+    let prepared = pipeline::prepare(&cfg).map_err(|e| TuneError::Grid(e.to_string()))?;
     log(&format!(
         "data: N = {}, D = {}, {:.1} s",
         prepared.model().num_data(),
@@ -577,7 +577,7 @@ pub fn run_samplers<M: FinalMetrics>(
     let t = Instant::now();
     let base = Config::from_toml(&config_text(spec, settings, 0, false), "MAP")
         .map_err(|e| other(e.to_string()))?;
-    let map = pipeline::find_run_map(&base, prepared.model()).map_err(TuneError::Pipeline)?;
+    let map = pipeline::find_run_map(&base, prepared.model()).map_err(|e| other(e.to_string()))?;
     log(&format!(
         "MAP: {} {} iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
         map.iterations,
@@ -760,7 +760,8 @@ fn final_run<M: FinalMetrics>(
         Some(&session.map),
         &NoProgress,
         &stop,
-    )?;
+    )
+    .map_err(|e| TuneError::Grid(e.to_string()))?;
     let times = timing.into_times().swap_remove(0);
     let windows = checkpoint_windows(&times, checkpoints, settings.final_burn_in);
     metrics.measure(&FinishedRun {

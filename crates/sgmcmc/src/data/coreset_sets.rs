@@ -14,7 +14,7 @@ use std::path::Path;
 use super::csv::{map_csv_error, open_with_header, parse_number};
 use super::libsvm::open_text;
 use super::{DataError, Dataset, Features, Matrix};
-use crate::reference::ReferenceMoments;
+use crate::moments::ReferenceMoments;
 
 /// The bike-sharing table's file name inside its directory.
 pub const BIKE_SHARING_FILE: &str = "poisson_reg.csv";

@@ -19,7 +19,7 @@
 
 use crate::data::{Element, Features, Matrix};
 use crate::model::{Predictive, PredictiveTask};
-use crate::reference::ReferenceMoments;
+use crate::moments::ReferenceMoments;
 use rayon::prelude::*;
 use serde::Serialize;
 

@@ -113,6 +113,53 @@ pub enum BatchSize {
     Fraction(f64),
 }
 
+/// As written in a run file: an integer count, a fraction of N in (0, 1], or a percentage
+/// string such as `"1%"` (read as its fraction).
+impl serde::Serialize for BatchSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BatchSize::Count(c) => s.serialize_u64(*c as u64),
+            BatchSize::Fraction(f) => s.serialize_f64(*f),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BatchSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = BatchSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a count (integer), a fraction of N (number in (0, 1]) or a percentage like \"1%\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                usize::try_from(v)
+                    .map(BatchSize::Count)
+                    .map_err(|_| E::custom(format!("batch_size must be at least 1, got {v}")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                usize::try_from(v)
+                    .map(BatchSize::Count)
+                    .map_err(|_| E::custom(format!("batch_size {v} is too large")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+                Ok(BatchSize::Fraction(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                v.strip_suffix('%')
+                    .and_then(|p| p.trim().parse::<f64>().ok())
+                    .map(|p| BatchSize::Fraction(p / 100.0))
+                    .ok_or_else(|| {
+                        E::custom(format!(
+                            "batch_size: cannot read {v:?}; use a count, a fraction or \"1%\""
+                        ))
+                    })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// Errors in estimator settings.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

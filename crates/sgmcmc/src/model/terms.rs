@@ -27,8 +27,9 @@ use faer::{Accum, MatMut, MatRef, Par};
 /// Terms per GEMM of the full shape: 128 rows of D + 1 ≈ 11 doubles (11 KB) stay in L1.
 const BLOCK: usize = 128;
 
-/// Which part of the term covariance is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which part of the term covariance is kept (`"full"` or `"diagonal"` in a run file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CovarianceShape {
     /// The diagonal only: O(D) work per term.
     Diagonal,

@@ -1,10 +1,7 @@
 //! `sgmcmc coreset CONFIG`: coreset run file → data → model → coreset, optimiser, kernels →
 //! the Coreset MCMC loop (reference §7.3) → weights, metric and draws.
 
-use super::{
-    PipelineError, build_gaussian_model, build_method, build_model, build_sparse_regression,
-    load_data,
-};
+use super::{PipelineError, build_gaussian_model, build_model, build_sparse_regression, load_data};
 use crate::config::coreset::{
     Construction, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig, SchemeConfig,
 };
@@ -176,7 +173,7 @@ pub fn run_coreset_file(
                         "[coreset] kernel = { kind = \"sampler\" } needs a [sampler] table".into(),
                     )
                 })?;
-                let sampler = build_method(&table.method)?;
+                let sampler = table.method.build().map_err(super::sampler_table)?;
                 let theta0 = initial_state(c.init, model, &mut init_rng)?;
                 Box::new(SamplerKernel::new(sampler, theta0).map_err(kernel_err)?)
             }

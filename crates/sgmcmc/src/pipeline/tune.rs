@@ -5,12 +5,13 @@
 //! Every arm starts at the MAP (reference §5.1), whatever `[run] init` says; control variates
 //! are centred there.
 
-use super::Prepared;
 use super::evaluation::thin_pooled;
-use crate::config::{Config, GridSelection, InitConfig, TuneConfig, TuneMetric};
+use super::{PipelineError, Prepared};
+use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig, TuneMetric};
 use crate::diagnostics::accuracy;
 use crate::estimator::FullDataEvaluator;
 use crate::optim::MapResult;
+use crate::settings::SamplerSettings;
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel};
 use crate::tuning::{
     ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, ScoreFunction,
@@ -83,9 +84,9 @@ pub fn tune_metric(t: &TuneConfig) -> TuneMetricSettings {
 impl<'p> TuneSession<'p> {
     /// Check the `[tune]` table, find the MAP and its full-data score, and draw the score
     /// subsample.
-    pub fn new(cfg: &'p Config, prepared: &'p Prepared) -> Result<Self, TuneError> {
+    pub fn new(cfg: &'p Config, prepared: &'p Prepared) -> Result<Self, PipelineError> {
         let t = Instant::now();
-        let map = super::find_run_map(cfg, prepared.model()).map_err(TuneError::Pipeline)?;
+        let map = super::find_run_map(cfg, prepared.model())?;
         let mut session = Self::from_map(cfg, prepared, map)?;
         session.map_seconds = t.elapsed().as_secs_f64();
         Ok(session)
@@ -145,9 +146,21 @@ impl<'p> TuneSession<'p> {
         })
     }
 
+    /// The `[sampler]` method the grid is applied to; a `schedule` is an error (tuning
+    /// searches constant steps).
+    fn base_sampler(&self) -> Result<&SamplerSettings, TuneError> {
+        if self.cfg.sampler.schedule.is_some() {
+            return Err(TuneError::Grid(
+                "[sampler] has a `schedule`; tune searches constant steps, remove the schedule"
+                    .into(),
+            ));
+        }
+        Ok(&self.cfg.sampler.method)
+    }
+
     /// MAMBA's arms: the whole grid.
     pub fn arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
-        expand_grid(&self.cfg.sampler, &self.cfg.gradient, &self.tune.grid)
+        expand_grid(self.base_sampler()?, &self.cfg.gradient, &self.tune.grid)
     }
 
     /// MAMBA's settings from the table.
@@ -181,7 +194,7 @@ impl<'p> TuneSession<'p> {
     pub fn grid_search_arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
         let mut grid = self.tune.grid.clone();
         grid.batch_size = Some(vec![self.tune.grid_search.batch_size]);
-        expand_grid(&self.cfg.sampler, &self.cfg.gradient, &grid)
+        expand_grid(self.base_sampler()?, &self.cfg.gradient, &grid)
     }
 
     /// How grid search selects: the configured choice, else log-loss when there is a test
@@ -283,7 +296,7 @@ impl<'p> TuneSession<'p> {
     /// The 1/N heuristic's settings (batch from `[tune.grid_search] batch_size`).
     pub fn heuristic(&self) -> Result<ArmSettings, TuneError> {
         heuristic_arm(
-            &self.cfg.sampler,
+            &self.cfg.sampler.method,
             &self.cfg.gradient,
             self.ctx.model.num_data(),
             self.tune.grid_search.batch_size,
@@ -300,7 +313,10 @@ impl<'p> TuneSession<'p> {
 /// [`TuneSession::winner_config`].
 pub fn winner_config(cfg: &Config, arm: &ArmSettings) -> Config {
     let mut out = cfg.clone();
-    out.sampler = arm.sampler.clone();
+    out.sampler = SamplerTable {
+        method: arm.sampler.clone(),
+        schedule: None,
+    };
     out.gradient = arm.gradient.clone();
     out.tune = None;
     out.run.init = InitConfig::default();

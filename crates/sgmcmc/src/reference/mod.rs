@@ -6,11 +6,10 @@
 //! approximation at the MAP it can be checked against.
 
 mod laplace;
-mod moments;
 mod nuts;
 
+pub use crate::moments::{COVARIANCE_MAX_DIM, ReferenceError, ReferenceMoments};
 pub use laplace::{LaplaceApproximation, LaplaceError, hessian_log_posterior, laplace, laplace_at};
-pub use moments::{COVARIANCE_MAX_DIM, ReferenceError, ReferenceMoments};
 pub use nuts::{
     LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError, NutsReference, NutsSettings,
     run_nuts,

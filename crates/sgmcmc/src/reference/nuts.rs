@@ -18,11 +18,11 @@
 //! R-hat still compares chains that started apart.
 
 use super::laplace::{LaplaceApproximation, laplace_at, map_options};
-use super::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
 use crate::io::{ParameterRow, summarize_parameters};
 use crate::model::Model;
+use crate::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::optim::{MapError, MapResult, find_map};
 use crate::rng::{chain_stream, fill_standard_normal};
 use crate::runner::{ChainReport, Progress};

@@ -1,21 +1,87 @@
-//! The arms of a tuning run: the Cartesian product of the `[tune.grid]` values applied to the
-//! run file's `[sampler]` and `[gradient]` tables (reference §5.1).
+//! The arms of a tuning run: the Cartesian product of a [`TuneGrid`]'s values applied to a
+//! sampler's and an estimator's settings (reference §5.1).
 //!
-//! A value for a sampler key is written into the table through serde, so every key the
-//! `[sampler]` table accepts can be searched and a misspelt key is an error naming it.
+//! The step is set through [`SamplerSettings::with_step_size`] (in the sampler's own units);
+//! any other sampler key through [`SamplerSettings::with_key`], so every key the `[sampler]`
+//! table accepts can be searched and a misspelt key is an error naming it.
 
 use super::TuneError;
-use crate::config::{BatchSizeConfig, GradientConfig, SamplerConfig, SamplerTable, TuneGrid};
-use crate::pipeline::build_method;
-use serde::Serialize;
+use crate::estimator::BatchSize;
+use crate::settings::{EstimatorSettings, GridValue, SamplerSettings};
+use serde::{Deserialize, Serialize};
 
-/// One arm: a complete `[sampler]` and `[gradient]` pair, and the grid values that made it.
+/// The grid of `[tune.grid]`: `log10_step_size` (a list, or `{ from, to, by }`) or
+/// `step_size` (a list), `batch_size` (a list of counts, fractions or "1%" strings), and any
+/// other key of the `[sampler]` table with a list of values (e.g. `inner_steps = [5, 10]`).
+/// Steps are in the sampler's own units (ε for SGLD/pSGLD, η for SGHMC/SGNHT, h for the
+/// splitting schemes and CCAdL). Arms are ordered step, then batch size, then the other keys
+/// in alphabetical order (the last varying fastest); ties in the metric keep that order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuneGrid {
+    /// log10 of the step: a list, or `{ from = -1, to = -7.5, by = 0.5 }` (by > 0 walks from
+    /// `from` towards `to`, both ends included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log10_step_size: Option<GridValues>,
+    /// The steps themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_size: Option<Vec<f64>>,
+    /// Batch sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<Vec<BatchSize>>,
+    /// Any other `[sampler]` key, with its values.
+    #[serde(flatten)]
+    pub sampler: std::collections::BTreeMap<String, Vec<GridValue>>,
+}
+
+/// Grid values: a list, or an arithmetic range with both ends included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum GridValues {
+    /// Explicit values.
+    List(Vec<f64>),
+    /// from, from ± by, …, to.
+    Range {
+        /// First value.
+        from: f64,
+        /// Last value (included when the range reaches it within 1e-9·by).
+        to: f64,
+        /// Spacing > 0.
+        by: f64,
+    },
+}
+
+impl GridValues {
+    /// The values, or an error naming the problem.
+    pub fn values(&self) -> Result<Vec<f64>, String> {
+        match *self {
+            GridValues::List(ref v) if v.is_empty() => Err("an empty list".into()),
+            GridValues::List(ref v) => Ok(v.clone()),
+            GridValues::Range { from, to, by } => {
+                if !(by.is_finite() && by > 0.0 && from.is_finite() && to.is_finite()) {
+                    return Err(format!(
+                        "range from {from} to {to} by {by}: `by` must be > 0 and every value finite"
+                    ));
+                }
+                let steps = ((to - from).abs() / by + 1e-9).floor() as usize;
+                if steps > 100_000 {
+                    return Err(format!(
+                        "range from {from} to {to} by {by} has {steps} values"
+                    ));
+                }
+                let sign = if to >= from { 1.0 } else { -1.0 };
+                Ok((0..=steps).map(|k| from + sign * by * k as f64).collect())
+            }
+        }
+    }
+}
+
+/// One arm: complete sampler and estimator settings, and the grid values that made them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArmSettings {
-    /// The sampler table of the arm.
-    pub sampler: SamplerTable,
-    /// The gradient table of the arm.
-    pub gradient: GradientConfig,
+    /// The sampler of the arm (constant step).
+    pub sampler: SamplerSettings,
+    /// The gradient estimator of the arm.
+    pub gradient: EstimatorSettings,
     /// (grid key, value as written) in grid order.
     pub values: Vec<(String, String)>,
 }
@@ -32,51 +98,34 @@ impl ArmSettings {
     }
 }
 
-/// Keys that set the step (and the step keys of other conventions they replace).
+/// The grid key of the step in the sampler's own units, and the other conventions' step keys,
+/// which cannot be searched (the step is searched in the sampler's own units).
 const STEP_KEY: &str = "step_size";
 const OTHER_STEP_KEYS: [&str; 2] = ["welling_teh_step", "catalogue_dt"];
 
-/// A copy of `table` with `key` set to `value`; an error names the key if the sampler does not
-/// have it or the value has the wrong type. Setting `step_size` removes the alternative step
-/// keys (`welling_teh_step`, `catalogue_dt`), so the step is in the sampler's own units.
-pub fn with_sampler_key(
-    table: &SamplerTable,
+/// A copy of `sampler` with `key` set to `value`, or an error naming the key.
+fn with_key(
+    sampler: &SamplerSettings,
     key: &str,
-    value: toml::Value,
-) -> Result<SamplerTable, TuneError> {
-    let mut map = match toml::Value::try_from(table) {
-        Ok(toml::Value::Table(t)) => t,
-        _ => unreachable!("a sampler table serialises to a table"),
-    };
+    value: &GridValue,
+) -> Result<SamplerSettings, TuneError> {
     if key == "kind" || key == "schedule" {
         return Err(TuneError::Grid(format!(
             "[tune.grid] `{key}` cannot be searched; tune one sampler at a time"
         )));
     }
-    if key == STEP_KEY {
-        for other in OTHER_STEP_KEYS {
-            map.remove(other);
-        }
-    }
-    map.insert(key.to_string(), value.clone());
-    let table: SamplerTable = toml::Value::Table(map).try_into().map_err(|e| {
+    sampler.with_key(key, value).map_err(|e| {
         TuneError::Grid(format!(
-            "[tune.grid] `{key} = {value}` does not fit the [sampler] table: {}",
-            first_line(&e.to_string())
+            "[tune.grid] `{key} = {value}` does not fit the [sampler] table: {e}"
         ))
-    })?;
-    Ok(table)
-}
-
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().trim().to_string()
+    })
 }
 
 /// A batch size as written in a table: a count, or a percentage.
-pub fn batch_label(b: BatchSizeConfig) -> String {
+pub fn batch_label(b: BatchSize) -> String {
     match b {
-        BatchSizeConfig::Count(c) => c.to_string(),
-        BatchSizeConfig::Fraction(f) => format!("{}%", trim_float(f * 100.0)),
+        BatchSize::Count(c) => c.to_string(),
+        BatchSize::Fraction(f) => format!("{}%", trim_float(f * 100.0)),
     }
 }
 
@@ -90,15 +139,10 @@ fn trim_float(x: f64) -> String {
 /// varying fastest). Each arm's sampler is built once here, so an invalid value (a step ≤ 0,
 /// L = 0, …) is an error before anything runs.
 pub fn expand_grid(
-    sampler: &SamplerTable,
-    gradient: &GradientConfig,
+    sampler: &SamplerSettings,
+    gradient: &EstimatorSettings,
     grid: &TuneGrid,
 ) -> Result<Vec<ArmSettings>, TuneError> {
-    if sampler.schedule.is_some() {
-        return Err(TuneError::Grid(
-            "[sampler] has a `schedule`; tune searches constant steps, remove the schedule".into(),
-        ));
-    }
     // (key, [(value for the table, label)]) per axis.
     type Axis = (String, Vec<(AxisValue, String)>);
     let mut axes: Vec<Axis> = Vec::new();
@@ -116,12 +160,7 @@ pub fn expand_grid(
                 "log10_step_size".into(),
                 values
                     .into_iter()
-                    .map(|v| {
-                        (
-                            AxisValue::Sampler(toml::Value::Float(10f64.powf(v))),
-                            trim_float(v),
-                        )
-                    })
+                    .map(|v| (AxisValue::Step(10f64.powf(v)), trim_float(v)))
                     .collect(),
             ));
         }
@@ -129,7 +168,7 @@ pub fn expand_grid(
             STEP_KEY.into(),
             values
                 .iter()
-                .map(|&v| (AxisValue::Sampler(toml::Value::Float(v)), format!("{v:e}")))
+                .map(|&v| (AxisValue::Step(v), format!("{v:e}")))
                 .collect(),
         )),
         (None, None) => {}
@@ -183,19 +222,18 @@ pub fn expand_grid(
         for ((key, values), &pick) in axes.iter().zip(&picks) {
             let (value, label) = &values[pick];
             match value {
-                AxisValue::Sampler(v) => {
-                    let table_key = if key == "log10_step_size" {
-                        STEP_KEY
-                    } else {
-                        key
-                    };
-                    table = with_sampler_key(&table, table_key, v.clone())?;
+                AxisValue::Step(step) => {
+                    table = table
+                        .with_step_size(*step)
+                        .map_err(|e| TuneError::Grid(format!("[tune.grid] `{key}`: {e}")))?;
                 }
+                AxisValue::Sampler(v) => table = with_key(&table, key, v)?,
                 AxisValue::Batch(b) => gradient.batch_size = *b,
             }
             labels.push((key.clone(), label.clone()));
         }
-        build_method(&table.method)
+        table
+            .build()
             .map_err(|e| TuneError::Grid(format!("[tune.grid] arm {index}: {e}")))?;
         arms.push(ArmSettings {
             sampler: table,
@@ -208,27 +246,29 @@ pub fn expand_grid(
 
 #[derive(Debug, Clone)]
 enum AxisValue {
-    Sampler(toml::Value),
-    Batch(BatchSizeConfig),
+    Step(f64),
+    Sampler(GridValue),
+    Batch(BatchSize),
 }
 
 /// The 1/N heuristic of reference §5.5 (Brosse et al. 2018): step = 1/N in the sampler's own
 /// units, the given batch size (10 % by default), and L = 10 for SGHMC.
 pub fn heuristic_arm(
-    sampler: &SamplerTable,
-    gradient: &GradientConfig,
+    sampler: &SamplerSettings,
+    gradient: &EstimatorSettings,
     num_data: usize,
-    batch: BatchSizeConfig,
+    batch: BatchSize,
 ) -> Result<ArmSettings, TuneError> {
     let step = 1.0 / num_data as f64;
-    let mut table = with_sampler_key(sampler, STEP_KEY, toml::Value::Float(step))?;
-    table.schedule = None;
+    let mut table = sampler
+        .with_step_size(step)
+        .map_err(|e| TuneError::Grid(format!("the 1/N heuristic: {e}")))?;
     let mut values = vec![
         ("log10_step_size".to_string(), trim_float(step.log10())),
         ("batch_size".to_string(), batch_label(batch)),
     ];
-    if let SamplerConfig::Sghmc { .. } = table.method {
-        table = with_sampler_key(&table, "inner_steps", toml::Value::Integer(10))?;
+    if let SamplerSettings::Sghmc { .. } = table {
+        table = with_key(&table, "inner_steps", &GridValue::Integer(10))?;
         values.push(("inner_steps".into(), "10".into()));
     }
     let mut gradient = gradient.clone();

@@ -20,13 +20,10 @@ use super::arm::{Arm, ArmBudget};
 use super::grid::ArmSettings;
 use super::halving::{HalvingPlan, successive_halving_observed};
 use super::scores::ScoreFunction;
-use crate::config::EstimatorKind;
 use crate::estimator::{ControlVariates, GradientEstimator};
 use crate::model::Model;
-use crate::pipeline::{
-    build_estimator, build_method, check_estimator, check_sampler_with_estimator,
-};
 use crate::sampler::Sampler;
+use crate::settings::{EstimatorKind, SettingsError};
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
 use serde::Serialize;
 use std::cell::RefCell;
@@ -158,18 +155,18 @@ impl TuneContext<'_> {
     /// A fresh sampler and estimator for `arm`: control variates reuse the shared centre score
     /// (no pass over the data).
     pub fn build(&self, arm: &ArmSettings) -> Result<ArmParts<'_>, TuneError> {
-        let sampler = build_method(&arm.sampler.method)?;
+        let sampler = arm.sampler.build()?;
         let estimator: Box<dyn GradientEstimator + '_> = match arm.gradient.estimator {
             EstimatorKind::ControlVariates => Box::new(
                 ControlVariates::with_centre_score(
                     self.model,
-                    arm.gradient.batch_size.to_batch_size(),
+                    arm.gradient.batch_size,
                     &self.start,
                     &self.start_score,
                 )?
                 .with_replacement(arm.gradient.with_replacement),
             ),
-            _ => build_estimator(&arm.gradient, self.model, Some(&self.start))?,
+            _ => arm.gradient.build(self.model, Some(&self.start))?,
         };
         Ok((sampler, estimator))
     }
@@ -177,12 +174,15 @@ impl TuneContext<'_> {
     /// Check every arm against the model (batch sizes, sampler with estimator) before running.
     pub fn check(&self, arms: &[ArmSettings]) -> Result<(), TuneError> {
         for (i, arm) in arms.iter().enumerate() {
-            let named = |e: crate::pipeline::PipelineError| {
-                TuneError::Grid(format!("arm {i} ({}): {e}", arm.label()))
+            let named = |table: &str, e: SettingsError| {
+                TuneError::Grid(format!("arm {i} ({}): [{table}] {e}", arm.label()))
             };
-            check_estimator(&arm.gradient, self.model).map_err(named)?;
-            check_sampler_with_estimator(&arm.sampler.method, &arm.gradient, self.model)
-                .map_err(named)?;
+            arm.gradient
+                .check(self.model)
+                .map_err(|e| named("gradient", e))?;
+            arm.sampler
+                .check_with_estimator(&arm.gradient, self.model)
+                .map_err(|e| named("sampler", e))?;
         }
         Ok(())
     }

@@ -20,7 +20,7 @@ pub mod scores;
 
 pub use arm::{Arm, ArmBudget, Segment, thread_cpu_seconds};
 pub use baselines::{GridPoint, GridSearchOutcome, GridSearchSettings, grid_search};
-pub use grid::{ArmSettings, expand_grid, heuristic_arm, with_sampler_key};
+pub use grid::{ArmSettings, GridValues, TuneGrid, expand_grid, heuristic_arm};
 pub use halving::{
     HalvingError, HalvingOutcome, HalvingPlan, RoundRecord, successive_halving,
     successive_halving_observed,
@@ -28,7 +28,7 @@ pub use halving::{
 pub use mamba::{
     ArmRound, MambaOutcome, MambaSettings, TuneBudget, TuneContext, TuneMetricSettings, mamba,
 };
-pub use scores::ScoreFunction;
+pub use scores::{ScoreFunction, TuneScores};
 
 /// Errors of a tuning run.
 #[derive(Debug, thiserror::Error)]
@@ -40,10 +40,10 @@ pub enum TuneError {
     /// The halving plan is invalid.
     #[error(transparent)]
     Halving(#[from] HalvingError),
-    /// Building a sampler or estimator failed.
-    #[error(transparent)]
-    Pipeline(#[from] crate::pipeline::PipelineError),
     /// An estimator could not be built.
     #[error(transparent)]
     Estimator(#[from] crate::estimator::EstimatorError),
+    /// An arm's sampler or estimator settings cannot be built.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
 }

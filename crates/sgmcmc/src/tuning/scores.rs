@@ -15,11 +15,23 @@
 //! bandit needs is preserved (the experiment measures the rank correlation with the full-batch
 //! KSD). Cost: m per-datum gradients per draw.
 
-use crate::config::TuneScores;
 use crate::estimator::FullDataEvaluator;
 use crate::model::{DataIndex, Model, Scratch};
 use crate::rng::ChainRng;
 use rand::seq::index;
+
+/// Where the scores at the kept draws come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TuneScores {
+    /// ∇log p(θ) + Ĝ + (N/m)·Σ_{i∈S} [∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂)] with one fixed subsample
+    /// S of m points and θ̂ the MAP: the exact score of a surrogate posterior that agrees with π
+    /// at θ̂, at m/N of the cost.
+    #[default]
+    ControlVariates,
+    /// The exact full-data score (N per-datum gradients per draw).
+    Full,
+}
 
 /// A score function θ ↦ s(θ) for the tuning metric.
 pub struct ScoreFunction<'m> {

@@ -1,5 +1,7 @@
-//! The reference-moments file: what `sgmcmc reference` writes and what a run's `summary.json`
-//! metrics are computed against.
+//! Reference posterior moments (mean, sd, covariance, with their ESS and R-hat) and their file:
+//! what `sgmcmc reference` writes, what a data set's published reference is loaded into, and
+//! what a run's `summary.json` metrics are computed against. A plain value at the bottom of the
+//! layers, so data loaders and diagnostics can use it without the reference samplers.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
