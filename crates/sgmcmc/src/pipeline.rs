@@ -497,10 +497,7 @@ pub fn resolve_schedule(
     step: f64,
     settings: &RunSettings,
 ) -> Result<Option<StepSchedule>, PipelineError> {
-    let total = match settings.budget {
-        Budget::Iterations(n) => Some(settings.burn_in + n),
-        Budget::WallClock(_) => None,
-    };
+    let total = settings.budget.total_iterations(settings.burn_in);
     cfg.schedule
         .map(|s| s.resolve(step, total))
         .transpose()
@@ -781,7 +778,7 @@ fn execute_keeping_draws(
         Some(p) => {
             let expected = match settings.budget {
                 Budget::Iterations(n) => Some(n / settings.thin.max(1)),
-                Budget::WallClock(_) => None,
+                _ => None,
             };
             Some(ZarrSink::create(
                 p,

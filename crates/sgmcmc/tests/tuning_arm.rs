@@ -10,8 +10,9 @@ mod common;
 use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch, Svrg};
 use sgmcmc::model::{Bernoulli, GaussianModel, LogisticRegression, NormalPrior};
 use sgmcmc::rng::chain_stream;
+use sgmcmc::runner::{Budget, thread_cpu_seconds};
 use sgmcmc::sampler::{Sghmc, SghmcSettings, Sgld, StepSize};
-use sgmcmc::tuning::{Arm, ArmBudget, thread_cpu_seconds};
+use sgmcmc::tuning::Arm;
 
 fn logistic() -> LogisticRegression {
     let (x, y) = common::logistic_data(5, 2000, &[1.0, -1.5, 0.5], 0.2);
@@ -32,7 +33,7 @@ fn gradient_budget_is_exact_and_reproducible() {
         arm.run_round(
             &mut sampler,
             &mut estimator,
-            ArmBudget::GradientEvaluations(10_000),
+            Budget::GradientEvaluations(10_000),
             3,
         )
     };
@@ -73,7 +74,7 @@ fn rounds_warm_restart_from_the_last_iterate() {
     let first = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::GradientEvaluations(200),
+        Budget::GradientEvaluations(200),
         1,
     );
     assert_eq!(first.iterations, 199);
@@ -92,7 +93,7 @@ fn rounds_warm_restart_from_the_last_iterate() {
     let second = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::GradientEvaluations(3),
+        Budget::GradientEvaluations(3),
         1,
     );
     assert_eq!(second.iterations, 2);
@@ -114,7 +115,7 @@ fn divergence_is_reported_and_draws_stay_finite() {
     let seg = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::GradientEvaluations(1_000_000),
+        Budget::GradientEvaluations(1_000_000),
         1,
     );
     assert!(seg.diverged);
@@ -139,7 +140,7 @@ fn cpu_budget_counts_this_threads_work_only() {
     let seg = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::ThreadCpuSeconds(0.05),
+        Budget::ThreadCpuSeconds(0.05),
         10,
     );
     assert!(seg.cpu_seconds >= 0.05, "{}", seg.cpu_seconds);
@@ -161,7 +162,7 @@ fn svrg_full_passes_count_in_the_gradient_budget() {
     let seg = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::GradientEvaluations(20_000),
+        Budget::GradientEvaluations(20_000),
         1,
     );
     let calls = seg.iterations as u64 + 1;
@@ -175,7 +176,7 @@ fn svrg_full_passes_count_in_the_gradient_budget() {
     let again = arm.run_round(
         &mut sampler,
         &mut estimator,
-        ArmBudget::GradientEvaluations(20_000),
+        Budget::GradientEvaluations(20_000),
         1,
     );
     assert_eq!(again.iterations, seg.iterations);

@@ -682,7 +682,7 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
                 let seg = arm.run_round(
                     sampler.as_mut(),
                     estimator.as_mut(),
-                    sgmcmc::tuning::ArmBudget::GradientEvaluations(cumulative),
+                    sgmcmc::runner::Budget::GradientEvaluations(cumulative),
                     10,
                 );
                 if seg.diverged {

@@ -1,41 +1,28 @@
 //! The runner: the one loop every sampler shares.
 //!
-//! It owns budgets (iterations or wall clock), burn-in, thinning, parallel chains, divergence
-//! detection, storage and progress; samplers only implement [`Sampler::step`]. Chain c draws
-//! from stream c of the user seed ([`crate::rng::chain_stream`]) and runs start to finish on one
-//! thread, so its draws are bit-identical whatever the number of threads.
+//! [`drive_chain`] (chain.rs) is the loop: it owns budgets (iterations, wall clock, thread CPU
+//! time, gradient evaluations; budget.rs), burn-in, thinning, divergence detection and the stop
+//! flag, and hands kept draws to a [`ChainObserver`]; samplers only implement
+//! [`Sampler::step`]. [`run`]/[`run_until`] run many chains through it in parallel, with
+//! storage and progress; the tuner's arm rounds run through it too. Chain c draws from stream c
+//! of the user seed ([`crate::rng::chain_stream`]) and runs start to finish on one thread, so its
+//! draws are bit-identical whatever the number of threads.
 
+mod budget;
+mod chain;
 mod progress;
 
+pub use budget::{Budget, thread_cpu_seconds};
+pub use chain::{ChainObserver, ChainOutcome, ChainPlan, Divergence, drive_chain};
 pub use progress::{NoProgress, Progress};
 
 use crate::estimator::GradientEstimator;
-use crate::io::{DrawSink, SinkError};
+use crate::io::{ChainWriter, DrawSink, SinkError};
 use crate::rng::{ChainRng, chain_stream};
 use crate::sampler::Sampler;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-/// When a chain stops.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Budget {
-    /// This many iterations after burn-in.
-    Iterations(usize),
-    /// Stop at the first iteration boundary where this much wall-clock time has passed since
-    /// the chain started (burn-in included).
-    WallClock(#[serde(with = "duration_seconds")] Duration),
-}
-
-mod duration_seconds {
-    pub fn serialize<S: serde::Serializer>(
-        d: &std::time::Duration,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(d.as_secs_f64())
-    }
-}
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// Run-level settings shared by all chains.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -60,15 +47,6 @@ pub struct Chain<'a> {
     pub estimator: Box<dyn GradientEstimator + 'a>,
     /// θ₀.
     pub init: Vec<f64>,
-}
-
-/// A chain whose state became non-finite.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Divergence {
-    /// Iteration (1-based, burn-in included) that produced the non-finite state; 0 = at start.
-    pub iteration: usize,
-    /// The last state that was finite.
-    pub last_finite_state: Vec<f64>,
 }
 
 /// What one chain did.
@@ -171,26 +149,12 @@ impl RunSettings {
         if self.thin == 0 {
             return Err(RunError::Settings("thin must be at least 1".into()));
         }
-        if let Budget::WallClock(d) = self.budget
-            && d.is_zero()
-        {
-            return Err(RunError::Settings(
-                "the wall-clock budget must be > 0 seconds".into(),
-            ));
-        }
-        Ok(())
+        self.budget.check().map_err(RunError::Settings)
     }
 }
 
 /// Iterations between progress reports.
 const PROGRESS_EVERY: usize = 4096;
-
-/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
-/// branch-free sum decides (no early exit, vectorisable).
-#[inline]
-fn all_finite(x: &[f64]) -> bool {
-    x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
-}
 
 /// Run `settings.chains` chains in parallel. `make_chain(c, rng)` builds chain c, drawing any
 /// randomness it needs (e.g. an initial point) from the chain's own stream `rng`, which the
@@ -233,7 +197,7 @@ where
     for c in 0..settings.chains {
         let mut rng = chain_stream(settings.seed, c);
         let chain = make_chain(c, &mut rng)?;
-        if !all_finite(&chain.init) {
+        if !chain.init.iter().all(|v| v.is_finite()) {
             return Err(RunError::ChainSetup {
                 chain: c,
                 message: format!("initial point is not finite: {:?}", chain.init),
@@ -254,12 +218,32 @@ where
     })
 }
 
+/// The runner's observer of one chain: kept draws to its writer, progress every
+/// [`PROGRESS_EVERY`] iterations.
+struct Recorder<'w> {
+    chain: usize,
+    writer: Box<dyn ChainWriter + 'w>,
+    progress: &'w dyn Progress,
+}
+
+impl ChainObserver for Recorder<'_> {
+    fn kept(&mut self, position: &[f64], _score: &[f64]) -> Result<(), SinkError> {
+        self.writer.push(position)
+    }
+
+    fn iterated(&mut self, iteration: usize) {
+        if iteration.is_multiple_of(PROGRESS_EVERY) {
+            self.progress.advanced(self.chain, iteration);
+        }
+    }
+}
+
 fn run_chain(
     settings: &RunSettings,
     c: usize,
     chain: Chain<'_>,
     mut rng: ChainRng,
-    mut writer: Box<dyn crate::io::ChainWriter + '_>,
+    writer: Box<dyn ChainWriter + '_>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<ChainReport, RunError> {
@@ -269,64 +253,36 @@ fn run_chain(
         init,
     } = chain;
     let start = Instant::now();
-    let total = match settings.budget {
-        Budget::Iterations(n) => Some(settings.burn_in + n),
-        Budget::WallClock(_) => None,
-    };
-    progress.chain_started(c, total);
+    progress.chain_started(c, settings.budget.total_iterations(settings.burn_in));
     let sink_err = |source| RunError::Sink { chain: c, source };
-
-    let mut divergence = None;
-    let mut interrupted = false;
-    let mut iterations = 0usize;
-    let mut draws = 0usize;
-    let mut last_finite = init.clone();
-    estimator.restart(&init);
-    sampler.start(&init, estimator.as_mut(), &mut rng);
-    if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
-        divergence = Some(Divergence {
-            iteration: 0,
-            last_finite_state: last_finite.clone(),
-        });
-    }
-    while divergence.is_none() {
-        match settings.budget {
-            Budget::Iterations(_) if Some(iterations) == total => break,
-            Budget::WallClock(limit) if start.elapsed() >= limit => break,
-            _ => {}
-        }
-        if stop.load(Ordering::Relaxed) {
-            interrupted = true;
-            break;
-        }
-        last_finite.copy_from_slice(sampler.position());
-        sampler.step(estimator.as_mut(), &mut rng);
-        iterations += 1;
-        if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
-            divergence = Some(Divergence {
-                iteration: iterations,
-                last_finite_state: last_finite.clone(),
-            });
-            break;
-        }
-        if iterations > settings.burn_in
-            && (iterations - settings.burn_in).is_multiple_of(settings.thin)
-        {
-            writer.push(sampler.position()).map_err(sink_err)?;
-            draws += 1;
-        }
-        if iterations.is_multiple_of(PROGRESS_EVERY) {
-            progress.advanced(c, iterations);
-        }
-    }
-    writer.finish().map_err(sink_err)?;
+    let plan = ChainPlan {
+        budget: settings.budget,
+        burn_in: settings.burn_in,
+        thin: settings.thin,
+    };
+    let mut recorder = Recorder {
+        chain: c,
+        writer,
+        progress,
+    };
+    let outcome = drive_chain(
+        sampler.as_mut(),
+        estimator.as_mut(),
+        &mut rng,
+        &init,
+        &plan,
+        &mut recorder,
+        stop,
+    )
+    .map_err(sink_err)?;
+    recorder.writer.finish().map_err(sink_err)?;
     let report = ChainReport {
         chain: c,
-        iterations,
-        draws,
+        iterations: outcome.iterations,
+        draws: outcome.draws,
         seconds: start.elapsed().as_secs_f64(),
-        divergence,
-        interrupted,
+        divergence: outcome.divergence,
+        interrupted: outcome.interrupted,
         sampler_statistics: sampler.statistics(),
     };
     progress.chain_finished(c, &report);

@@ -7,10 +7,11 @@
 //! log-loss in the paper, or the KSD.
 
 use super::TuneError;
-use super::arm::{Arm, ArmBudget};
+use super::arm::Arm;
 use super::grid::ArmSettings;
 use super::mamba::{TuneContext, Workers};
 use crate::rng::fill_standard_normal;
+use crate::runner::Budget;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -110,7 +111,7 @@ pub fn grid_search(
         let segment = arm.run_round(
             sampler.as_mut(),
             estimator.as_mut(),
-            ArmBudget::Iterations(iterations),
+            Budget::Iterations(iterations as usize),
             settings.thin,
         );
         let t = Instant::now();

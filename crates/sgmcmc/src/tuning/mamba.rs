@@ -3,7 +3,7 @@
 //!
 //! **Parallel arms, each charged its own CPU time.** The arms of a round run on a pool of
 //! threads (default: one per core). Each arm's budget is the CPU time of the thread running it
-//! ([`ArmBudget::ThreadCpuSeconds`]), not wall time, so an arm is charged for its own work only
+//! ([`Budget::ThreadCpuSeconds`]), not wall time, so an arm is charged for its own work only
 //! and the thread count does not change how much sampling an arm gets, hence which arm wins
 //! (up to the usual timing noise, and the slowdown two arms sharing memory bandwidth cause
 //! each other). The nominal budget T is the sum of the arms' budgets, so on c cores the
@@ -16,12 +16,13 @@
 //! iterate. Control variates share one centre (the MAP) and its full-data score, computed once.
 
 use super::TuneError;
-use super::arm::{Arm, ArmBudget};
+use super::arm::Arm;
 use super::grid::ArmSettings;
 use super::halving::{HalvingPlan, successive_halving_observed};
 use super::scores::ScoreFunction;
 use crate::estimator::{ControlVariates, GradientEstimator};
 use crate::model::Model;
+use crate::runner::Budget;
 use crate::sampler::Sampler;
 use crate::settings::{EstimatorKind, SettingsError};
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
@@ -57,13 +58,13 @@ impl TuneBudget {
         })
     }
 
-    fn arm_budget(self, per_arm: f64) -> ArmBudget {
+    fn arm_budget(self, per_arm: f64) -> Budget {
         match self {
             TuneBudget::ArmSeconds(_) | TuneBudget::TotalSeconds(_) => {
-                ArmBudget::ThreadCpuSeconds(per_arm)
+                Budget::ThreadCpuSeconds(per_arm)
             }
             TuneBudget::ArmEvaluations(_) | TuneBudget::TotalEvaluations(_) => {
-                ArmBudget::GradientEvaluations(per_arm.ceil() as u64)
+                Budget::GradientEvaluations(per_arm.ceil() as u64)
             }
         }
     }

@@ -18,7 +18,8 @@ pub mod halving;
 pub mod mamba;
 pub mod scores;
 
-pub use arm::{Arm, ArmBudget, Segment, thread_cpu_seconds};
+pub use crate::runner::thread_cpu_seconds;
+pub use arm::{Arm, Segment};
 pub use baselines::{GridPoint, GridSearchOutcome, GridSearchSettings, grid_search};
 pub use grid::{ArmSettings, GridValues, TuneGrid, expand_grid, heuristic_arm};
 pub use halving::{
