@@ -22,13 +22,17 @@
 use rayon::prelude::*;
 use serde::Serialize;
 use sgmcmc::estimator::FullBatch;
+use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, CorrectionTable, ExactRule,
     ExactTest, FailurePolicy, MhSampler, MhStatistics, Proposal, VarianceEstimate, WorkshopTest,
 };
 use sgmcmc::model::{DataIndex, GaussianMixtureModel, Model, Scratch};
 use sgmcmc::rng::stream;
+use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::{Sampler, SamplerError};
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// The tests compared.
@@ -416,22 +420,56 @@ fn run_chain(
     let mut sampler = MhSampler::new(model, Proposal::RandomWalk { sd: s.proposal_sd }, test)?;
     // The random walk computes no gradient; the estimator is only the trait's argument.
     let mut estimator = FullBatch::new(model);
-    sampler.start(&s.start, &mut estimator, &mut rng);
-    for _ in 0..s.burn_in {
-        sampler.step(&mut estimator, &mut rng);
-    }
-    let burn_in_skipped = sampler.statistics().skipped;
-    let burn_in_stats = sampler.statistics().clone();
-    let mut draws = Vec::with_capacity(2 * s.iterations);
-    for _ in 0..s.iterations {
-        sampler.step(&mut estimator, &mut rng);
-        draws.extend_from_slice(sampler.position());
-    }
+    let plan = ChainPlan {
+        budget: Budget::Iterations(s.iterations),
+        burn_in: s.burn_in,
+        thin: 1,
+    };
+    let mut record = MixtureRecord {
+        burn_in: s.burn_in,
+        draws: Vec::with_capacity(2 * s.iterations),
+        burn_in_stats: MhStatistics::default(),
+    };
+    drive_chain(
+        &mut sampler,
+        &mut estimator,
+        &mut rng,
+        &s.start,
+        &plan,
+        &mut record,
+        &AtomicBool::new(false),
+    )
+    .expect("recording in memory cannot fail");
     Ok(ChainRun {
-        draws,
-        stats: subtract(sampler.statistics(), &burn_in_stats),
-        burn_in_skipped,
+        draws: record.draws,
+        stats: subtract(sampler.statistics(), &record.burn_in_stats),
+        burn_in_skipped: record.burn_in_stats.skipped,
     })
+}
+
+/// A chain's kept draws, and the test's counts at the end of burn-in.
+struct MixtureRecord {
+    burn_in: usize,
+    draws: Vec<f64>,
+    burn_in_stats: MhStatistics,
+}
+
+impl ChainObserver<MhSampler<'_>> for MixtureRecord {
+    fn started(&mut self, sampler: &MhSampler<'_>) {
+        self.burn_in_stats = sampler.statistics().clone();
+    }
+
+    fn kept(&mut self, sampler: &MhSampler<'_>) -> Result<(), SinkError> {
+        self.draws.extend_from_slice(sampler.position());
+        Ok(())
+    }
+
+    fn iterated(&mut self, iteration: usize, sampler: &MhSampler<'_>) -> ControlFlow<()> {
+        if iteration == self.burn_in {
+            self.burn_in_stats = sampler.statistics().clone();
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// The counts of `total` minus those of `before` (the kept iterations' counts).

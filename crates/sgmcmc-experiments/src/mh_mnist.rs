@@ -28,6 +28,7 @@ use serde::Serialize;
 use sgmcmc::data::idx::mnist_pair;
 use sgmcmc::data::{DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::FullBatch;
+use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionTable, ExactRule, ExactTest,
     FailurePolicy, MhSampler, MhStatistics, Proposal, VarianceEstimate,
@@ -36,8 +37,11 @@ use sgmcmc::model::{
     Bernoulli, DataIndex, LogisticRegression, Model, ModelError, NormalPrior, Scratch,
 };
 use sgmcmc::rng::{ChainRng, stream};
+use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::{Sampler, SamplerError};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// The digit coded y = 1.
@@ -494,27 +498,72 @@ fn run_chain(
     // The random walk computes no gradient; the estimator is only a placeholder.
     let mut estimator = FullBatch::new(train);
     let theta0 = vec![1.0; train.dim()];
-    sampler.start(&theta0, &mut estimator, &mut rng);
-    let mut curve = Vec::with_capacity(record_at.len());
-    let mut done = 0;
-    for &at in record_at {
-        while done < at {
-            sampler.step(&mut estimator, &mut rng);
-            done += 1;
+    let plan = ChainPlan {
+        budget: Budget::Iterations(record_at.last().copied().unwrap_or(0)),
+        burn_in: 0,
+        thin: 1,
+    };
+    let mut curve = CurveRecord {
+        test_set,
+        record_at,
+        next: 0,
+        curve: Vec::with_capacity(record_at.len()),
+        on_record,
+    };
+    drive_chain(
+        &mut sampler,
+        &mut estimator,
+        &mut rng,
+        &theta0,
+        &plan,
+        &mut curve,
+        &AtomicBool::new(false),
+    )
+    .expect("recording in memory cannot fail");
+    Ok((curve.curve, sampler.statistics().clone()))
+}
+
+/// Records the test metrics at the iterations of `record_at` (0 = the start).
+struct CurveRecord<'a, 't> {
+    test_set: &'a mut TestSet<'t>,
+    record_at: &'a [usize],
+    next: usize,
+    curve: Vec<CurvePoint>,
+    on_record: &'a mut dyn FnMut(&CurvePoint),
+}
+
+impl CurveRecord<'_, '_> {
+    fn record(&mut self, iteration: usize, sampler: &MhSampler<'_>) {
+        while self.record_at.get(self.next) == Some(&iteration) {
+            let (test_accuracy, test_log_lik) = self.test_set.evaluate(sampler.position());
+            let stats = sampler.statistics();
+            let point = CurvePoint {
+                iteration,
+                points: stats.points,
+                test_accuracy,
+                test_log_lik,
+                acceptance_rate: stats.acceptance_rate(),
+            };
+            (self.on_record)(&point);
+            self.curve.push(point);
+            self.next += 1;
         }
-        let (test_accuracy, test_log_lik) = test_set.evaluate(sampler.position());
-        let stats = sampler.statistics();
-        let point = CurvePoint {
-            iteration: done,
-            points: stats.points,
-            test_accuracy,
-            test_log_lik,
-            acceptance_rate: stats.acceptance_rate(),
-        };
-        on_record(&point);
-        curve.push(point);
     }
-    Ok((curve, sampler.statistics().clone()))
+}
+
+impl ChainObserver<MhSampler<'_>> for CurveRecord<'_, '_> {
+    fn started(&mut self, sampler: &MhSampler<'_>) {
+        self.record(0, sampler);
+    }
+
+    fn kept(&mut self, _sampler: &MhSampler<'_>) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn iterated(&mut self, iteration: usize, sampler: &MhSampler<'_>) -> ControlFlow<()> {
+        self.record(iteration, sampler);
+        ControlFlow::Continue(())
+    }
 }
 
 /// 0, every, 2·every, …, and `iterations` itself.

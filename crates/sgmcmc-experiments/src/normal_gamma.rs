@@ -16,12 +16,16 @@ use rayon::prelude::*;
 use serde::Serialize;
 use sgmcmc::diagnostics::integrated_autocorr_time;
 use sgmcmc::estimator::{BatchSize, Minibatch};
+use sgmcmc::io::SinkError;
 use sgmcmc::model::{NormalGammaModel, NormalGammaPosterior};
 use sgmcmc::rng::{ChainRng, stream};
+use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::{
     Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, CovarianceShape, Sampler, Sgnht,
     SgnhtSettings, standard_normal,
 };
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 
 /// The methods compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,6 +247,31 @@ fn run_method(
     })
 }
 
+/// One run's kept draws and thermostat sum; stops the chain when θ₁ ≤ 0.
+struct Record<'t, S> {
+    series: [Vec<f64>; 2],
+    thermostat_sum: f64,
+    thermostat: &'t dyn Fn(&S) -> f64,
+}
+
+impl<S: Sampler> ChainObserver<S> for Record<'_, S> {
+    fn kept(&mut self, sampler: &S) -> Result<(), SinkError> {
+        let theta = sampler.position();
+        self.series[0].push(theta[0]);
+        self.series[1].push(theta[1]);
+        self.thermostat_sum += (self.thermostat)(sampler);
+        Ok(())
+    }
+
+    fn iterated(&mut self, _iteration: usize, sampler: &S) -> ControlFlow<()> {
+        if sampler.position()[1] > 0.0 {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    }
+}
+
 /// Run `sampler` for the configuration `(method, h, A)` on `(model, posterior, settings)`.
 fn run_one<S: Sampler>(
     (method, h, a): (Method, f64, f64),
@@ -256,26 +285,36 @@ fn run_one<S: Sampler>(
     mut rng: ChainRng,
 ) -> NormalGammaRow {
     let mut estimator = Minibatch::new(model, BatchSize::Count(cfg.batch)).expect("valid batch");
-    sampler.start(&[0.0, 1.0], &mut estimator, &mut rng);
-    let mut series = [
-        Vec::with_capacity(cfg.samples),
-        Vec::with_capacity(cfg.samples),
-    ];
-    let mut left_support = false;
-    let mut thermostat_sum = 0.0;
-    for it in 0..cfg.burn_in + cfg.samples {
-        sampler.step(&mut estimator, &mut rng);
-        let theta = sampler.position();
-        if !(theta[1] > 0.0 && theta[0].is_finite() && theta[1].is_finite()) {
-            left_support = true;
-            break;
-        }
-        if it >= cfg.burn_in {
-            series[0].push(theta[0]);
-            series[1].push(theta[1]);
-            thermostat_sum += thermostat(&sampler);
-        }
-    }
+    let plan = ChainPlan {
+        budget: Budget::Iterations(cfg.samples),
+        burn_in: cfg.burn_in,
+        thin: 1,
+    };
+    let mut record = Record {
+        series: [
+            Vec::with_capacity(cfg.samples),
+            Vec::with_capacity(cfg.samples),
+        ],
+        thermostat_sum: 0.0,
+        thermostat,
+    };
+    let outcome = drive_chain(
+        &mut sampler,
+        &mut estimator,
+        &mut rng,
+        &[0.0, 1.0],
+        &plan,
+        &mut record,
+        &AtomicBool::new(false),
+    )
+    .expect("recording in memory cannot fail");
+    // Leaving the support: a non-finite state, or a precision θ₁ ≤ 0 (the observer's stop).
+    let left_support = outcome.divergence.is_some() || outcome.stopped_by_observer;
+    let Record {
+        mut series,
+        thermostat_sum,
+        ..
+    } = record;
     if left_support {
         return NormalGammaRow {
             method,

@@ -7,6 +7,7 @@ use crate::estimator::GradientEstimator;
 use crate::io::SinkError;
 use crate::rng::ChainRng;
 use crate::sampler::Sampler;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How long one chain runs and which iterations it keeps.
@@ -20,13 +21,20 @@ pub struct ChainPlan {
     pub thin: usize,
 }
 
-/// Watches one chain from the thread that runs it.
-pub trait ChainObserver {
-    /// A kept draw (after burn-in, every `thin`-th iteration): the position θₜ and the score
-    /// estimate ĝₜ the sampler recorded there (reference §2.0).
-    fn kept(&mut self, position: &[f64], score: &[f64]) -> Result<(), SinkError>;
-    /// After every iteration whose state is finite (`iteration` from 1, burn-in included).
-    fn iterated(&mut self, _iteration: usize) {}
+/// Watches one chain from the thread that runs it. `S` is the sampler's type, so an observer
+/// can read a concrete sampler's own state (a thermostat, an MH test's counts); the runner's
+/// observers work with any `S`.
+pub trait ChainObserver<S: ?Sized> {
+    /// After the sampler started at θ₀ (iteration 0), if its state is finite.
+    fn started(&mut self, _sampler: &S) {}
+    /// A kept draw (after burn-in, every `thin`-th iteration): the sampler's position θₜ and
+    /// the score estimate ĝₜ it recorded there (reference §2.0).
+    fn kept(&mut self, sampler: &S) -> Result<(), SinkError>;
+    /// After every iteration whose state is finite (`iteration` from 1, burn-in included), after
+    /// [`ChainObserver::kept`]; `Break` ends the chain there.
+    fn iterated(&mut self, _iteration: usize, _sampler: &S) -> ControlFlow<()> {
+        ControlFlow::Continue(())
+    }
 }
 
 /// A chain whose state became non-finite.
@@ -51,6 +59,8 @@ pub struct ChainOutcome {
     pub divergence: Option<Divergence>,
     /// The stop flag ended the chain before its budget.
     pub interrupted: bool,
+    /// The observer ended the chain before its budget.
+    pub stopped_by_observer: bool,
     /// The last finite state: where the chain ended, or the state before it diverged.
     pub last_finite_state: Vec<f64>,
 }
@@ -63,17 +73,17 @@ fn all_finite(x: &[f64]) -> bool {
 }
 
 /// Run one chain from `init`: restart `estimator` and `sampler` there, then step until `plan`'s
-/// budget is spent or `stop` is set (checked at every iteration boundary), handing every kept
-/// draw to `observer`. A non-finite state (at the start or after a step) stops the chain and is
+/// budget is spent, `stop` is set (both checked at every iteration boundary) or `observer`
+/// ends it, handing every kept draw to `observer`. A non-finite state (at the start or after a step) stops the chain and is
 /// reported with the last finite state; draws before it are kept. The only error is the
 /// observer's (storage).
-pub fn drive_chain(
-    sampler: &mut dyn Sampler,
+pub fn drive_chain<S: Sampler + ?Sized>(
+    sampler: &mut S,
     estimator: &mut dyn GradientEstimator,
     rng: &mut ChainRng,
     init: &[f64],
     plan: &ChainPlan,
-    observer: &mut dyn ChainObserver,
+    observer: &mut dyn ChainObserver<S>,
     stop: &AtomicBool,
 ) -> Result<ChainOutcome, SinkError> {
     let thin = plan.thin.max(1);
@@ -86,6 +96,7 @@ pub fn drive_chain(
         gradient_evaluations: per_estimate,
         divergence: None,
         interrupted: false,
+        stopped_by_observer: false,
         last_finite_state: init.to_vec(),
     };
     estimator.restart(init);
@@ -95,6 +106,8 @@ pub fn drive_chain(
             iteration: 0,
             last_finite_state: outcome.last_finite_state.clone(),
         });
+    } else {
+        observer.started(sampler);
     }
     while outcome.divergence.is_none() {
         let evaluations =
@@ -112,8 +125,7 @@ pub fn drive_chain(
         sampler.step(estimator, rng);
         outcome.iterations += 1;
         outcome.gradient_evaluations += per_step;
-        let (position, score) = (sampler.position(), sampler.score());
-        if !all_finite(position) || !all_finite(score) {
+        if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
             outcome.divergence = Some(Divergence {
                 iteration: outcome.iterations,
                 last_finite_state: outcome.last_finite_state.clone(),
@@ -123,10 +135,13 @@ pub fn drive_chain(
         if outcome.iterations > plan.burn_in
             && (outcome.iterations - plan.burn_in).is_multiple_of(thin)
         {
-            observer.kept(position, score)?;
+            observer.kept(sampler)?;
             outcome.draws += 1;
         }
-        observer.iterated(outcome.iterations);
+        if observer.iterated(outcome.iterations, sampler).is_break() {
+            outcome.stopped_by_observer = true;
+            break;
+        }
     }
     if outcome.divergence.is_none() {
         outcome

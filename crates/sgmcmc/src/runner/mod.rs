@@ -226,15 +226,16 @@ struct Recorder<'w> {
     progress: &'w dyn Progress,
 }
 
-impl ChainObserver for Recorder<'_> {
-    fn kept(&mut self, position: &[f64], _score: &[f64]) -> Result<(), SinkError> {
-        self.writer.push(position)
+impl<S: Sampler + ?Sized> ChainObserver<S> for Recorder<'_> {
+    fn kept(&mut self, sampler: &S) -> Result<(), SinkError> {
+        self.writer.push(sampler.position())
     }
 
-    fn iterated(&mut self, iteration: usize) {
+    fn iterated(&mut self, iteration: usize, _sampler: &S) -> std::ops::ControlFlow<()> {
         if iteration.is_multiple_of(PROGRESS_EVERY) {
             self.progress.advanced(self.chain, iteration);
         }
+        std::ops::ControlFlow::Continue(())
     }
 }
 

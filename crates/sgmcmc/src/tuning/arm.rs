@@ -118,10 +118,10 @@ struct Collect<'a> {
     scores: &'a mut Vec<f64>,
 }
 
-impl ChainObserver for Collect<'_> {
-    fn kept(&mut self, position: &[f64], score: &[f64]) -> Result<(), SinkError> {
-        self.draws.extend_from_slice(position);
-        self.scores.extend_from_slice(score);
+impl<S: Sampler + ?Sized> ChainObserver<S> for Collect<'_> {
+    fn kept(&mut self, sampler: &S) -> Result<(), SinkError> {
+        self.draws.extend_from_slice(sampler.position());
+        self.scores.extend_from_slice(sampler.score());
         Ok(())
     }
 }
