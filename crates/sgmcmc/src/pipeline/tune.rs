@@ -9,19 +9,14 @@ use super::evaluation::thin_pooled;
 use super::{PipelineError, Prepared};
 use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig, TuneMetric};
 use crate::diagnostics::accuracy;
-use crate::estimator::FullDataEvaluator;
 use crate::optim::MapResult;
 use crate::settings::SamplerSettings;
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel};
 use crate::tuning::{
-    ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, ScoreFunction,
-    TuneBudget, TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search,
-    heuristic_arm, mamba,
+    ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, TuneBudget,
+    TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search, heuristic_arm, mamba,
 };
 use std::time::Instant;
-
-/// Stream of the run seed that draws the score subsample (far from arm numbers).
-const SCORE_STREAM: u64 = (1 << 20) + 48;
 
 /// A checked `[tune]` table over a prepared run.
 pub struct TuneSession<'p> {
@@ -105,37 +100,14 @@ impl<'p> TuneSession<'p> {
             )
         })?;
         tune_budget(tune)?;
-        if tune.score_subsample == 0 {
-            return Err(TuneError::Grid(
-                "[tune] score_subsample must be at least 1".into(),
-            ));
-        }
-        let model = prepared.model();
         let t = Instant::now();
-        let dim = model.dim();
-        if map.theta.len() != dim {
-            return Err(TuneError::Grid(format!(
-                "the MAP has {} coordinates, the model {dim}",
-                map.theta.len()
-            )));
-        }
-        let mut start_score = vec![0.0; dim];
-        FullDataEvaluator::new(model).grad_log_posterior(&map.theta, &mut start_score);
-        let mut rng = crate::rng::stream(cfg.run.seed, SCORE_STREAM);
-        let scores = ScoreFunction::from_config(
-            tune.scores,
-            model,
+        let ctx = TuneContext::at_map(
+            prepared.model(),
             &map.theta,
-            &start_score,
+            tune.scores,
             tune.score_subsample,
-            &mut rng,
-        );
-        let ctx = TuneContext {
-            model,
-            start: map.theta.clone(),
-            start_score,
-            scores,
-        };
+            cfg.run.seed,
+        )?;
         Ok(Self {
             cfg,
             tune,

@@ -123,6 +123,9 @@ pub enum RunError {
     /// Invalid run settings.
     #[error("invalid run settings: {0}")]
     Settings(String),
+    /// A chain's sampler or estimator settings cannot be built.
+    #[error(transparent)]
+    Build(#[from] crate::settings::SettingsError),
     /// Building a chain failed.
     #[error("chain {chain}: {message}")]
     ChainSetup {

@@ -285,6 +285,88 @@ impl From<&GridValue> for serde_json::Value {
     }
 }
 
+/// Each sampler with its step (and, where the run file requires them, its other keys) and
+/// every other hyperparameter at the run file's default.
+impl SamplerSettings {
+    /// SGLD with step ε (θ + ε·ĝ + √(2ε)·ξ), T = 1.
+    pub fn sgld(step_size: f64) -> Self {
+        SamplerSettings::Sgld {
+            step_size: Some(step_size),
+            welling_teh_step: None,
+            temperature: one(),
+        }
+    }
+
+    /// pSGLD with step ε, ρ = 0.99, λ = 1e-5, T = 1.
+    pub fn psgld(step_size: f64) -> Self {
+        SamplerSettings::Psgld {
+            step_size: Some(step_size),
+            catalogue_dt: None,
+            decay: default_decay(),
+            stabiliser: default_stabiliser(),
+            temperature: one(),
+        }
+    }
+
+    /// SGHMC with η and L inner steps, α = 0.01, β̂ = 0, T = 1.
+    pub fn sghmc(step_size: f64, inner_steps: usize) -> Self {
+        SamplerSettings::Sghmc {
+            step_size,
+            inner_steps,
+            friction: default_friction(),
+            noise_estimate: 0.0,
+            temperature: one(),
+            gradient_before_position_update: false,
+            no_momentum_resampling: false,
+            shared_minibatch: false,
+        }
+    }
+
+    /// SGNHT with η, a = 0.01, T = 1.
+    pub fn sgnht(step_size: f64) -> Self {
+        SamplerSettings::Sgnht {
+            step_size,
+            diffusion: default_friction(),
+            temperature: one(),
+        }
+    }
+
+    /// BAOAB with h and friction γ, T = 1.
+    pub fn baoab(step_size: f64, friction: f64) -> Self {
+        SamplerSettings::Baoab {
+            step_size,
+            friction,
+            temperature: one(),
+            zero_initial_momentum: false,
+            noise_std_scaled_by_tau: false,
+        }
+    }
+
+    /// BADODAB with h, α₀ = 0.01, μ = 1, σ = 1, T = 1.
+    pub fn badodab(step_size: f64) -> Self {
+        SamplerSettings::Badodab {
+            step_size,
+            initial_thermostat: default_friction(),
+            thermal_mass: one(),
+            noise_amplitude: one(),
+            temperature: one(),
+        }
+    }
+
+    /// CCAdL with h and diffusion A, the default covariance shape, T = 1.
+    pub fn ccadl(step_size: f64, diffusion: f64) -> Self {
+        SamplerSettings::Ccadl {
+            step_size,
+            diffusion,
+            temperature: one(),
+            covariance: None,
+            finite_population: false,
+            kappa: None,
+            exponential_friction: false,
+        }
+    }
+}
+
 impl SamplerSettings {
     /// A copy with the constant step set to `step` in the sampler's own units (ε for
     /// SGLD/pSGLD, η for SGHMC/SGNHT, h for BAOAB/BADODAB/CCAdL); for SGLD and pSGLD the
@@ -561,5 +643,110 @@ impl SamplerSettings {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// What a run file with just the required keys gives.
+    fn from_table(value: serde_json::Value) -> SamplerSettings {
+        serde_json::from_value(value).expect("a valid [sampler] table")
+    }
+
+    /// The constructors give exactly the run file's defaults (a changed default in one place
+    /// only fails here).
+    #[test]
+    fn constructors_match_the_run_files_defaults() {
+        let cases = [
+            (
+                SamplerSettings::sgld(1e-4),
+                json!({"kind": "sgld", "step_size": 1e-4}),
+            ),
+            (
+                SamplerSettings::psgld(1e-3),
+                json!({"kind": "psgld", "step_size": 1e-3}),
+            ),
+            (
+                SamplerSettings::sghmc(1e-5, 5),
+                json!({"kind": "sghmc", "step_size": 1e-5, "inner_steps": 5}),
+            ),
+            (
+                SamplerSettings::sgnht(1e-5),
+                json!({"kind": "sgnht", "step_size": 1e-5}),
+            ),
+            (
+                SamplerSettings::baoab(0.01, 1.0),
+                json!({"kind": "baoab", "step_size": 0.01, "friction": 1.0}),
+            ),
+            (
+                SamplerSettings::badodab(0.01),
+                json!({"kind": "badodab", "step_size": 0.01}),
+            ),
+            (
+                SamplerSettings::ccadl(0.01, 1.0),
+                json!({"kind": "ccadl", "step_size": 0.01, "diffusion": 1.0}),
+            ),
+        ];
+        for (built, table) in cases {
+            assert_eq!(built, from_table(table.clone()), "{table}");
+            built.build().expect("builds");
+        }
+    }
+
+    /// `with_step_size` sets the step in the sampler's own units and clears the other
+    /// convention; `with_key` checks keys and types as the run file does.
+    #[test]
+    fn steps_and_keys_are_set_as_the_run_file_would() {
+        let sgld = from_table(json!({"kind": "sgld", "welling_teh_step": 2e-4}));
+        assert_eq!(
+            sgld.with_step_size(1e-4).unwrap(),
+            SamplerSettings::sgld(1e-4)
+        );
+        assert!(matches!(
+            SamplerSettings::Mh {
+                proposal: mh::Proposal::RandomWalk { sd: 0.1 },
+                test: MhTestKind::Barker,
+                batch_size: 10,
+                temperature: 1.0,
+                policy: Default::default(),
+                variance: Default::default(),
+                sigma: 1.0,
+                tolerance: 0.05,
+                minibatches: 10,
+                std_threshold: 1.2,
+                std_smoothing: 1.0,
+            }
+            .with_step_size(1e-3),
+            Err(SettingsError::NoStep)
+        ));
+        let sghmc = SamplerSettings::sghmc(1e-5, 5);
+        assert_eq!(
+            sghmc
+                .with_key("inner_steps", &GridValue::Integer(10))
+                .unwrap(),
+            SamplerSettings::sghmc(1e-5, 10)
+        );
+        let friction = sghmc.with_key("friction", &GridValue::Integer(1)).unwrap();
+        assert!(matches!(friction, SamplerSettings::Sghmc { friction, .. } if friction == 1.0));
+        let e = SamplerSettings::sgld(1e-4)
+            .with_key("inner_steps", &GridValue::Integer(10))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("inner_steps"), "{e}");
+        let e = sghmc
+            .with_key("inner_steps", &GridValue::Float(2.5))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2.5"), "{e}");
+        assert!(
+            sghmc
+                .with_key("kind", &GridValue::Text("sgld".into()))
+                .is_err()
+        );
+        assert_eq!(GridValue::Float(1.0).to_string(), "1.0");
+        assert_eq!(GridValue::Text("full".into()).to_string(), "\"full\"");
     }
 }

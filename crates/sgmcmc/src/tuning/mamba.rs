@@ -19,8 +19,8 @@ use super::TuneError;
 use super::arm::Arm;
 use super::grid::ArmSettings;
 use super::halving::{HalvingPlan, successive_halving_observed};
-use super::scores::ScoreFunction;
-use crate::estimator::{ControlVariates, GradientEstimator};
+use super::scores::{ScoreFunction, TuneScores};
+use crate::estimator::{ControlVariates, FullDataEvaluator, GradientEstimator};
 use crate::model::Model;
 use crate::runner::Budget;
 use crate::sampler::Sampler;
@@ -147,6 +147,48 @@ pub struct TuneContext<'m> {
     pub start_score: Vec<f64>,
     /// Scores at kept draws.
     pub scores: ScoreFunction<'m>,
+}
+
+/// Stream of the seed that draws the score subsample of [`TuneContext::at_map`] (far from the
+/// arms' streams).
+pub const SCORE_STREAM: u64 = (1 << 20) + 48;
+
+impl<'m> TuneContext<'m> {
+    /// The arms' shared context at the MAP `map` of `model`: its full-data score (one pass)
+    /// and the score function the metric uses at kept draws (`scores`: exact, or the
+    /// control-variate surrogate on `subsample` points drawn from stream [`SCORE_STREAM`] of
+    /// `seed`, the same for every arm).
+    pub fn at_map(
+        model: &'m dyn Model,
+        map: &[f64],
+        scores: TuneScores,
+        subsample: usize,
+        seed: u64,
+    ) -> Result<Self, TuneError> {
+        let dim = model.dim();
+        if map.len() != dim {
+            return Err(TuneError::Grid(format!(
+                "the MAP has {} coordinates, the model {dim}",
+                map.len()
+            )));
+        }
+        if subsample == 0 {
+            return Err(TuneError::Grid(
+                "[tune] score_subsample must be at least 1".into(),
+            ));
+        }
+        let mut start_score = vec![0.0; dim];
+        FullDataEvaluator::new(model).grad_log_posterior(map, &mut start_score);
+        let mut rng = crate::rng::stream(seed, SCORE_STREAM);
+        let scores =
+            ScoreFunction::from_config(scores, model, map, &start_score, subsample, &mut rng);
+        Ok(Self {
+            model,
+            start: map.to_vec(),
+            start_score,
+            scores,
+        })
+    }
 }
 
 /// A sampler and its gradient estimator, ready for a round.
