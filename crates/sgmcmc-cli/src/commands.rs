@@ -72,11 +72,7 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
         }
     }
     for c in &outcome.run.chains {
-        if let Some(stats) = c
-            .sampler_statistics
-            .as_ref()
-            .and_then(|v| serde_json::from_value::<sgmcmc::mh::MhStatistics>(v.clone()).ok())
-        {
+        if let Some(sgmcmc::sampler::SamplerStatistics::Mh(stats)) = &c.sampler_statistics {
             println!("chain {}: {}", c.chain, stats.describe());
         }
     }

@@ -19,10 +19,11 @@ pub mod ratio;
 pub mod sampler;
 pub mod test;
 
+pub use crate::sampler::MhStatistics;
 pub use correction::{CorrectionBank, CorrectionTable, correction_table};
 pub use proposal::Proposal;
 pub use ratio::LikelihoodRatios;
-pub use sampler::{AcceptanceTest, MhSampler, MhStatistics};
+pub use sampler::{AcceptanceTest, MhSampler};
 pub use test::{
     AusterityTest, BarkerTest, Decision, ExactRule, ExactTest, FailurePolicy, Outcome,
     VarianceEstimate, WorkshopTest, corrected_barker_decision,

@@ -7,9 +7,7 @@ use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome, Works
 use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
-use crate::sampler::{Sampler, SamplerError};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use crate::sampler::{MhStatistics, Sampler, SamplerError, SamplerStatistics};
 
 /// The accept/reject test of an MH chain.
 #[derive(Debug, Clone)]
@@ -22,97 +20,6 @@ pub enum AcceptanceTest {
     Workshop(WorkshopTest),
     /// A full-data test (Barker or Metropolis).
     Exact(ExactTest),
-}
-
-/// What an MH chain did: the counts that go into the run summary.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct MhStatistics {
-    /// Iterations (proposals).
-    pub iterations: u64,
-    /// Proposals accepted.
-    pub accepted: u64,
-    /// Proposals rejected by the test.
-    pub rejected: u64,
-    /// Iterations skipped because s² ≥ σ² (Barker, `policy = "skip"`) or s ≥ the threshold
-    /// (the workshop test).
-    pub skipped: u64,
-    /// Decisions taken by the sign of Δ* after every point was used with s² ≥ σ².
-    pub exhausted_by_sign: u64,
-    /// Decisions whose batch grew at least once.
-    pub grown: u64,
-    /// Proposals rejected without a test because ψ was not finite (e.g. outside the prior's
-    /// support).
-    pub rejected_by_prior: u64,
-    /// Data points (likelihood-ratio evaluations) used by the tests, in total.
-    pub points: u64,
-    /// Decisions by the number of points they used.
-    pub points_histogram: BTreeMap<usize, u64>,
-    /// The likelihood temperature at the end (changes only with `policy = "raise_temperature"`).
-    pub final_temperature: f64,
-}
-
-impl MhStatistics {
-    /// Fraction of iterations accepted.
-    pub fn acceptance_rate(&self) -> f64 {
-        self.accepted as f64 / self.iterations.max(1) as f64
-    }
-
-    /// Mean points per decision.
-    pub fn mean_points(&self) -> f64 {
-        self.points as f64 / (self.iterations - self.rejected_by_prior).max(1) as f64
-    }
-
-    /// One line for the CLI: acceptance, skips, growth, data per decision, temperature.
-    pub fn describe(&self) -> String {
-        format!(
-            "MH: {} proposals, acceptance {:.3}, {} skipped, {} grew their batch, {} decided by \
-             sign, {} rejected by the prior/proposal; {:.1} data points per test; T = {}",
-            self.iterations,
-            self.acceptance_rate(),
-            self.skipped,
-            self.grown,
-            self.exhausted_by_sign,
-            self.rejected_by_prior,
-            self.mean_points(),
-            self.final_temperature
-        )
-    }
-
-    fn record(&mut self, d: &Decision) {
-        match d.outcome {
-            Outcome::Skipped => self.skipped += 1,
-            Outcome::ExhaustedBySign => self.exhausted_by_sign += 1,
-            Outcome::Decided => {}
-        }
-        if d.outcome != Outcome::Skipped {
-            if d.accept {
-                self.accepted += 1;
-            } else {
-                self.rejected += 1;
-            }
-        }
-        if d.growths > 0 {
-            self.grown += 1;
-        }
-        self.points += d.points as u64;
-        *self.points_histogram.entry(d.points).or_insert(0) += 1;
-    }
-
-    /// Add another chain's counts.
-    pub fn merge(&mut self, other: &MhStatistics) {
-        self.iterations += other.iterations;
-        self.accepted += other.accepted;
-        self.rejected += other.rejected;
-        self.skipped += other.skipped;
-        self.exhausted_by_sign += other.exhausted_by_sign;
-        self.grown += other.grown;
-        self.rejected_by_prior += other.rejected_by_prior;
-        self.points += other.points;
-        for (k, v) in &other.points_histogram {
-            *self.points_histogram.entry(*k).or_insert(0) += v;
-        }
-        self.final_temperature = self.final_temperature.max(other.final_temperature);
-    }
 }
 
 /// Metropolis–Hastings on large data: propose θ' ~ q(· | θ), compute
@@ -229,7 +136,7 @@ impl Sampler for MhSampler<'_> {
             AcceptanceTest::Workshop(t) => t.decide(ratios, theta, proposal, psi, rng),
             AcceptanceTest::Exact(t) => t.decide(ratios, theta, proposal, psi, rng),
         };
-        self.stats.record(&decision);
+        record(&mut self.stats, &decision);
         self.stats.final_temperature = self.temperature();
         if decision.accept {
             std::mem::swap(&mut self.theta, &mut self.proposal);
@@ -279,7 +186,28 @@ impl Sampler for MhSampler<'_> {
         Ok(())
     }
 
-    fn statistics(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(&self.stats).ok()
+    fn statistics(&self) -> Option<SamplerStatistics> {
+        Some(SamplerStatistics::Mh(self.stats.clone()))
     }
+}
+
+/// Count one decision of the test.
+fn record(stats: &mut MhStatistics, d: &Decision) {
+    match d.outcome {
+        Outcome::Skipped => stats.skipped += 1,
+        Outcome::ExhaustedBySign => stats.exhausted_by_sign += 1,
+        Outcome::Decided => {}
+    }
+    if d.outcome != Outcome::Skipped {
+        if d.accept {
+            stats.accepted += 1;
+        } else {
+            stats.rejected += 1;
+        }
+    }
+    if d.growths > 0 {
+        stats.grown += 1;
+    }
+    stats.points += d.points as u64;
+    *stats.points_histogram.entry(d.points).or_insert(0) += 1;
 }

@@ -66,7 +66,7 @@ pub struct ChainReport {
     pub interrupted: bool,
     /// The sampler's own counts ([`Sampler::statistics`]), e.g. an MH test's outcomes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sampler_statistics: Option<serde_json::Value>,
+    pub sampler_statistics: Option<crate::sampler::SamplerStatistics>,
 }
 
 impl ChainReport {

@@ -16,6 +16,7 @@ mod schedule;
 mod sghmc;
 mod sgld;
 mod sgnht;
+mod statistics;
 
 pub use badodab::{Badodab, BadodabSettings};
 pub use baoab::{Baoab, BaoabSettings};
@@ -26,6 +27,7 @@ pub use schedule::{DEFAULT_GAMMA, Scheduled, StepSchedule};
 pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;
 pub use sgnht::{Sgnht, SgnhtSettings};
+pub use statistics::{MhStatistics, SamplerStatistics};
 
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -69,7 +71,7 @@ pub trait Sampler: Send {
 
     /// Counts the method keeps about its run (the MH tests' accept/reject/skip outcomes and
     /// data used), for the run summary; `None` for methods with nothing to report.
-    fn statistics(&self) -> Option<serde_json::Value> {
+    fn statistics(&self) -> Option<SamplerStatistics> {
         None
     }
 }
@@ -110,7 +112,7 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
         (**self).set_step_size(step)
     }
 
-    fn statistics(&self) -> Option<serde_json::Value> {
+    fn statistics(&self) -> Option<SamplerStatistics> {
         (**self).statistics()
     }
 }

@@ -260,7 +260,7 @@ impl<S: Sampler> Sampler for Scheduled<S> {
         self.inner.set_step_size(step)
     }
 
-    fn statistics(&self) -> Option<serde_json::Value> {
+    fn statistics(&self) -> Option<super::SamplerStatistics> {
         self.inner.statistics()
     }
 }

@@ -1,0 +1,85 @@
+//! What a sampler reports about itself per chain ([`super::Sampler::statistics`]), as typed
+//! values: the counts of a Metropolis–Hastings test.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A sampler's own counts for one chain, in the run summary (as the inner value's fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum SamplerStatistics {
+    /// A Metropolis–Hastings chain's accept/reject counts.
+    Mh(MhStatistics),
+}
+
+/// What an MH chain did: the counts that go into the run summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MhStatistics {
+    /// Iterations (proposals).
+    pub iterations: u64,
+    /// Proposals accepted.
+    pub accepted: u64,
+    /// Proposals rejected by the test.
+    pub rejected: u64,
+    /// Iterations skipped because s² ≥ σ² (Barker, `policy = "skip"`) or s ≥ the threshold
+    /// (the workshop test).
+    pub skipped: u64,
+    /// Decisions taken by the sign of Δ* after every point was used with s² ≥ σ².
+    pub exhausted_by_sign: u64,
+    /// Decisions whose batch grew at least once.
+    pub grown: u64,
+    /// Proposals rejected without a test because ψ was not finite (e.g. outside the prior's
+    /// support).
+    pub rejected_by_prior: u64,
+    /// Data points (likelihood-ratio evaluations) used by the tests, in total.
+    pub points: u64,
+    /// Decisions by the number of points they used.
+    pub points_histogram: BTreeMap<usize, u64>,
+    /// The likelihood temperature at the end (changes only with `policy = "raise_temperature"`).
+    pub final_temperature: f64,
+}
+
+impl MhStatistics {
+    /// Fraction of iterations accepted.
+    pub fn acceptance_rate(&self) -> f64 {
+        self.accepted as f64 / self.iterations.max(1) as f64
+    }
+
+    /// Mean points per decision.
+    pub fn mean_points(&self) -> f64 {
+        self.points as f64 / (self.iterations - self.rejected_by_prior).max(1) as f64
+    }
+
+    /// One line for the CLI: acceptance, skips, growth, data per decision, temperature.
+    pub fn describe(&self) -> String {
+        format!(
+            "MH: {} proposals, acceptance {:.3}, {} skipped, {} grew their batch, {} decided by \
+             sign, {} rejected by the prior/proposal; {:.1} data points per test; T = {}",
+            self.iterations,
+            self.acceptance_rate(),
+            self.skipped,
+            self.grown,
+            self.exhausted_by_sign,
+            self.rejected_by_prior,
+            self.mean_points(),
+            self.final_temperature
+        )
+    }
+
+    /// Add another chain's counts.
+    pub fn merge(&mut self, other: &MhStatistics) {
+        self.iterations += other.iterations;
+        self.accepted += other.accepted;
+        self.rejected += other.rejected;
+        self.skipped += other.skipped;
+        self.exhausted_by_sign += other.exhausted_by_sign;
+        self.grown += other.grown;
+        self.rejected_by_prior += other.rejected_by_prior;
+        self.points += other.points;
+        for (k, v) in &other.points_histogram {
+            *self.points_histogram.entry(*k).or_insert(0) += v;
+        }
+        self.final_temperature = self.final_temperature.max(other.final_temperature);
+    }
+}
