@@ -77,14 +77,14 @@ impl BudgetClock {
         }
     }
 
-    /// Whether the budget is spent after `iterations` iterations and `evaluations` per-datum
-    /// gradient evaluations.
-    pub(super) fn spent(&mut self, iterations: usize, evaluations: u64) -> bool {
+    /// Whether the budget is spent after `iterations` iterations; `evaluations` counts the
+    /// per-datum gradient evaluations so far, and is called only for an evaluation budget.
+    pub(super) fn spent(&mut self, iterations: usize, evaluations: impl FnOnce() -> u64) -> bool {
         match self.budget {
             Budget::Iterations(n) => iterations >= self.burn_in + n,
             Budget::WallClock(limit) => self.wall_start.elapsed() >= limit,
             Budget::ThreadCpuSeconds(limit) => self.cpu.elapsed_at_least(limit),
-            Budget::GradientEvaluations(limit) => evaluations >= limit,
+            Budget::GradientEvaluations(limit) => evaluations() >= limit,
         }
     }
 }

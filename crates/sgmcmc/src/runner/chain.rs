@@ -110,9 +110,10 @@ pub fn drive_chain<S: Sampler + ?Sized>(
         observer.started(sampler);
     }
     while outcome.divergence.is_none() {
-        let evaluations =
-            outcome.gradient_evaluations + estimator.extra_evaluations_since_restart();
-        if clock.spent(outcome.iterations, evaluations) {
+        let counted = outcome.gradient_evaluations;
+        if clock.spent(outcome.iterations, || {
+            counted + estimator.extra_evaluations_since_restart()
+        }) {
             break;
         }
         if stop.load(Ordering::Relaxed) {

@@ -92,12 +92,11 @@ impl Arm {
             draws: &mut segment.draws,
             scores: &mut segment.scores,
         };
-        let start = self.position.clone();
         let outcome = drive_chain(
             sampler,
             estimator,
             &mut self.rng,
-            &start,
+            &self.position,
             &plan,
             &mut collect,
             &AtomicBool::new(false),
