@@ -2,15 +2,15 @@
 
 use crate::progress::auto_progress;
 use anyhow::{Context, Result};
-use sgmcmc::config::Config;
-use sgmcmc::config::coreset::CoresetFile;
 use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
 use sgmcmc::io::{DrawSink, ZarrSink, summarize_parameters};
 use sgmcmc::model::Model;
 use sgmcmc::optim::laplace_covariance;
-use sgmcmc::pipeline::{self, Outcome};
 use sgmcmc::reference::{self, NutsSettings};
+use sgmcmc_runfile::config::Config;
+use sgmcmc_runfile::config::coreset::CoresetFile;
+use sgmcmc_runfile::pipeline::{self, Outcome};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 

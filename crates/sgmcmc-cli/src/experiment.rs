@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use sgmcmc::config::MapOptimizer;
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc_experiments::mamba::HarnessSettings;
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
@@ -12,6 +11,7 @@ use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc_experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc_experiments::mh_mnist::{self, MhMnistSettings};
 use sgmcmc_experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
+use sgmcmc_runfile::config::MapOptimizer;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

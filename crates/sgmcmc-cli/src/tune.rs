@@ -5,12 +5,12 @@
 //! round as SVG (`--plot`).
 
 use anyhow::{Context, Result};
-use sgmcmc::config::Config;
 use sgmcmc::io::{DrawSink, ZarrSink};
 use sgmcmc::model::Model;
-use sgmcmc::pipeline::{self, TuneMethod, TuneSession};
 use sgmcmc::tuning::{ArmRound, GridPoint, TuneMetricSettings};
 use sgmcmc_experiments::plot::{self, Figure, Panel, Series, SeriesStyle};
+use sgmcmc_runfile::config::Config;
+use sgmcmc_runfile::pipeline::{self, TuneMethod, TuneSession};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;

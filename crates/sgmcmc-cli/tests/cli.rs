@@ -231,7 +231,8 @@ fn demo_prints_its_config_which_parses() {
     let out = sgmcmc(&["demo", "--print-config"], dir.path());
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    sgmcmc::config::Config::from_toml(&text, "demo").expect("the demo config is a valid run file");
+    sgmcmc_runfile::config::Config::from_toml(&text, "demo")
+        .expect("the demo config is a valid run file");
 }
 
 #[test]
@@ -244,10 +245,10 @@ fn every_example_run_file_parses() {
             let name = path.file_name().unwrap().to_string_lossy();
             if name.starts_with("coreset_") {
                 // Coreset run files (`sgmcmc coreset`).
-                sgmcmc::config::coreset::CoresetFile::from_file(&path)
+                sgmcmc_runfile::config::coreset::CoresetFile::from_file(&path)
                     .unwrap_or_else(|e| panic!("{e}"));
             } else {
-                sgmcmc::config::Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                sgmcmc_runfile::config::Config::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
             }
             seen += 1;
         }
@@ -659,8 +660,8 @@ fn ksd_of_stored_draws_matches_the_library() {
 
     // The same by the library: read the store, score every 4th draw of each chain, evaluate.
     let stored = sgmcmc::io::read_draws(&dir.path().join("out/draws.zarr"), "theta").unwrap();
-    let cfg = sgmcmc::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
-    let prepared = sgmcmc::pipeline::prepare(&cfg).unwrap();
+    let cfg = sgmcmc_runfile::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
+    let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
     let (mut kept, mut scores) = (Vec::new(), Vec::new());
     for chain in &stored.chains {
         let t = full_batch_scores(prepared.model(), chain, 3, 4).unwrap();

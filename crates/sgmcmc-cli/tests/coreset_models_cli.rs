@@ -105,8 +105,9 @@ fn bradley_terry_and_cauchy_run_files_through_the_cli() {
     let text = format!("[data]\ntable = \"table.csv\"\ntarget = \"y\"\n\n{logistic}\n{SAMPLER}");
     write(dir.path(), "run.toml", &text);
     run_ok(dir.path());
-    let cfg = sgmcmc::config::Config::from_toml(&text, "run.toml").unwrap();
-    let back = sgmcmc::config::Config::from_toml(&toml::to_string(&cfg).unwrap(), "x").unwrap();
+    let cfg = sgmcmc_runfile::config::Config::from_toml(&text, "run.toml").unwrap();
+    let back =
+        sgmcmc_runfile::config::Config::from_toml(&toml::to_string(&cfg).unwrap(), "x").unwrap();
     assert_eq!(back, cfg);
 
     let text = text.replace("prior = \"cauchy\"\n", "");

@@ -20,9 +20,9 @@
 mod common;
 
 use common::{assert_command_fails_with, sgmcmc};
-use sgmcmc::config::Config;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::settings::SamplerSettings;
+use sgmcmc_runfile::config::Config;
 use std::path::Path;
 
 const ROWS: usize = 20_000;

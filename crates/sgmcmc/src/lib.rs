@@ -7,8 +7,8 @@
 //! loaders), [`estimator`] (unbiased score estimates), [`sampler`] (one iteration of a scheme),
 //! [`runner`] (the shared loop: budgets, chains, storage), [`diagnostics`] (R-hat, ESS),
 //! [`optim`] (the MAP), [`io`] (draw sinks and summaries), [`stein`] (KSD and FSSD sample
-//! quality), [`tuning`] (MAMBA), [`settings`] (typed settings of samplers and estimators) and
-//! [`config`] (the TOML run file).
+//! quality), [`tuning`] (MAMBA) and [`settings`] (typed settings of samplers and
+//! estimators). The TOML run file and its pipeline live in the `sgmcmc-runfile` crate.
 //!
 //! ## A tuned sampler, without a file
 //!
@@ -58,7 +58,6 @@
 //! [`model::Model`] trait).
 #![warn(missing_docs)]
 
-pub mod config;
 pub mod coreset;
 pub mod cpu;
 pub mod data;
@@ -69,7 +68,6 @@ pub mod mh;
 pub mod model;
 pub mod moments;
 pub mod optim;
-pub mod pipeline;
 pub mod reference;
 pub mod rng;
 pub mod runner;

@@ -535,7 +535,7 @@ fn stan_reference_is_reordered_to_the_model_order() {
 /// (0.6119, the coefficient of x8).
 #[test]
 fn shipped_coreset_data_load() {
-    let root = Path::new("/work/shared/data");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
     let bike = root.join("bike-sharing-poisson");
     if !bike.is_dir() {
         eprintln!("skipped: {} not found", bike.display());

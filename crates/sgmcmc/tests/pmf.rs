@@ -560,8 +560,12 @@ fn movielens_100k_u1_split() {
         movielens_counts(&dir.join("u1.base")).unwrap(),
         Some((943, 1682))
     );
-    let cfg: sgmcmc::config::ModelConfig = toml::from_str("kind = \"pmf\"").unwrap();
-    let m = sgmcmc::pipeline::build_pmf(&cfg, train).unwrap();
+    let settings = PmfSettings {
+        users: Some(943),
+        items: Some(1682),
+        ..PmfSettings::default()
+    };
+    let m = Pmf::new(train, settings).unwrap();
     assert_eq!((m.users(), m.items(), m.latent_dim()), (943, 1682, 20));
     assert_eq!(m.dim(), 52_580);
     assert_eq!(m.num_data(), 80_000);

@@ -116,9 +116,8 @@ fn nuts_recovers_a_known_gaussian() {
 /// The demo's logistic regression (x ~ N(0, I), θ* ~ N(0, I), prior N(0, 10 I)) with `rows` rows.
 fn logistic(rows: usize, dim: usize) -> Box<dyn Model> {
     let (data, _) = sgmcmc::data::synthetic::logistic_regression(rows, dim, 20_211_118);
-    let cfg: sgmcmc::config::ModelConfig =
-        toml::from_str("kind = \"logistic\"\nprior_variance = 10.0").unwrap();
-    sgmcmc::pipeline::build_model(&cfg, data).unwrap()
+    let prior = sgmcmc::model::NormalPrior::new(10.0).unwrap();
+    Box::new(sgmcmc::model::Glm::new(data, sgmcmc::model::Bernoulli, prior, false).unwrap())
 }
 
 /// (2) 20,000 rows, d = 10: NUTS sd agree with the Laplace sd within 4 relative MCSE (≈ 5 %;

@@ -15,8 +15,8 @@
 
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
 use serde::Serialize;
-use sgmcmc::config::MapOptimizer;
 use sgmcmc::tuning::TuneError;
+use sgmcmc_runfile::config::MapOptimizer;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -17,12 +17,12 @@
 
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
 use serde::Serialize;
-use sgmcmc::config::Config;
 use sgmcmc::diagnostics::accuracy;
-use sgmcmc::pipeline;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
 use sgmcmc::tuning::TuneError;
+use sgmcmc_runfile::config::Config;
+use sgmcmc_runfile::pipeline;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -355,7 +355,7 @@ impl FinalMetrics for LogregMetrics<'_> {
         let accuracy = run
             .test_metrics(
                 &run.final_window(),
-                sgmcmc::config::DEFAULT_PREDICTIVE_DRAWS,
+                sgmcmc_runfile::config::DEFAULT_PREDICTIVE_DRAWS,
             )?
             .and_then(|m| m.accuracy)
             .unwrap_or(f64::NAN);

@@ -14,14 +14,14 @@ pub mod pmf;
 
 use crate::plot::{self, Figure, Panel, PlotError, Series};
 use serde::Serialize;
-use sgmcmc::config::Config;
 use sgmcmc::diagnostics::accuracy::{self, PredictiveMetrics};
 use sgmcmc::io::TimingSink;
-use sgmcmc::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
 use sgmcmc::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use sgmcmc::runner::NoProgress;
 use sgmcmc::stein::{ImqKernel, Kernel, ksd};
 use sgmcmc::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
+use sgmcmc_runfile::config::Config;
+use sgmcmc_runfile::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -582,8 +582,8 @@ pub fn run_samplers<M: FinalMetrics>(
         "MAP: {} {} iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
         map.iterations,
         match base.run.map_optimizer {
-            sgmcmc::config::MapOptimizer::Lbfgs => "L-BFGS",
-            sgmcmc::config::MapOptimizer::Adam => "Adam",
+            sgmcmc_runfile::config::MapOptimizer::Lbfgs => "L-BFGS",
+            sgmcmc_runfile::config::MapOptimizer::Adam => "Adam",
         },
         map.log_posterior,
         map.gradient_norm,

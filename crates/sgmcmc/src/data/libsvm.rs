@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn real_a9a() {
-        let p = Path::new("/work/shared/data/a9a/a9a");
+        let p = &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/a9a/a9a");
         if !p.exists() {
             eprintln!("skipping real_a9a: {} not found", p.display());
             return;
@@ -296,7 +296,8 @@ mod tests {
 
     #[test]
     fn real_ijcnn1_gz() {
-        let p = Path::new("/work/shared/data/ijcnn1/ijcnn1.gz");
+        let p =
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ijcnn1/ijcnn1.gz");
         if !p.exists() {
             eprintln!("skipping real_ijcnn1_gz: {} not found", p.display());
             return;

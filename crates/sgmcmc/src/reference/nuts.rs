@@ -383,15 +383,16 @@ fn run_chain(
         dim: d,
         non_finite: &non_finite,
     };
-    let start_error = |e: anyhow::Error| NutsError::Start {
+    // nuts-rs reports anyhow errors; `{:#}` prints their chain of causes.
+    let start_error = |e: &dyn std::fmt::Display| NutsError::Start {
         chain: c,
         message: format!("{e:#}"),
     };
     let mut chain = settings
         .nuts_rs()
         .new_chain(c as u64, CpuMath::new(density), &mut rng)
-        .map_err(start_error)?;
-    chain.set_position(&init).map_err(start_error)?;
+        .map_err(|e| start_error(&e))?;
+    chain.set_position(&init).map_err(|e| start_error(&e))?;
 
     let total = settings.warmup + settings.draws;
     progress.chain_started(c, Some(total));

@@ -6,23 +6,23 @@ use crate::config::{
     Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance, PriorKind,
     SamplerTable, SyntheticGenerator,
 };
-use crate::data::{self, DataError, Dataset, Features, Matrix};
-use crate::estimator::EstimatorError;
-use crate::io::{
+use serde::Serialize;
+use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
+use sgmcmc::estimator::EstimatorError;
+use sgmcmc::io::{
     DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
-use crate::model::sparse_regression::SYNTHETIC_BETA;
-use crate::model::{
+use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
+use sgmcmc::model::{
     Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
     NoiseModel, Normal, NormalPrior, Pmf, PmfSettings, Poisson, Predictive, SparseRegression,
     SparseRegressionSettings,
 };
-use crate::optim::lbfgs::LbfgsOptions;
-use crate::optim::{MapError, MapResult, find_map, find_map_adam};
-use crate::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
-use crate::sampler::{Sampler, SamplerError, Scheduled, StepSchedule};
-use crate::settings::{SamplerSettings, SettingsError};
-use serde::Serialize;
+use sgmcmc::optim::lbfgs::LbfgsOptions;
+use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
+use sgmcmc::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
+use sgmcmc::sampler::{Sampler, SamplerError, Scheduled, StepSchedule};
+use sgmcmc::settings::{SamplerSettings, SettingsError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -69,7 +69,7 @@ pub enum PipelineError {
     Sink(#[from] SinkError),
     /// Tuning failed.
     #[error(transparent)]
-    Tune(#[from] crate::tuning::TuneError),
+    Tune(#[from] sgmcmc::tuning::TuneError),
     /// A `[sampler]` or `[gradient]` table that cannot be built.
     #[error("[{table}] {source}")]
     Settings {
@@ -353,7 +353,7 @@ pub fn build_predictive_model(
         ModelConfig::Bnn {
             hidden,
             prior_variance,
-        } => Box::new(crate::model::Bnn::new(data, *hidden, *prior_variance)?),
+        } => Box::new(sgmcmc::model::Bnn::new(data, *hidden, *prior_variance)?),
         ModelConfig::Gaussian { .. } => {
             return Err(PipelineError::Model(ModelError::Unsupported {
                 model: "gaussian",
@@ -490,7 +490,7 @@ pub fn build_sampler_for<'m>(
 }
 
 /// The `schedule` of the `[sampler]` table resolved against the method's `step` (in its own
-/// units) and the run ([`crate::settings::ScheduleSettings::resolve`]: a cyclical schedule
+/// units) and the run ([`sgmcmc::settings::ScheduleSettings::resolve`]: a cyclical schedule
 /// without `iterations` covers K = burn-in + iterations), or `None` without one.
 pub fn resolve_schedule(
     cfg: &SamplerTable,
@@ -689,7 +689,7 @@ pub fn execute_prepared_keeping_draws(
 }
 
 /// [`execute_prepared_keeping_draws`], the draws also sent to `extra` (e.g. an
-/// [`io::TimingSink`](crate::io::TimingSink) recording when each was produced). The prepared
+/// [`io::TimingSink`](sgmcmc::io::TimingSink) recording when each was produced). The prepared
 /// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table. A `known_map`
 /// (found earlier for the same model) replaces the L-BFGS search where the run needs the MAP.
 pub fn execute_prepared_with_sink(
@@ -735,7 +735,7 @@ pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, Pipeli
             Ok(find_map(model, &start, &options)?)
         }
         MapSearch::Adam(options) => {
-            let mut rng = crate::rng::stream(cfg.run.seed, crate::rng::streams::SHARED_INIT);
+            let mut rng = sgmcmc::rng::stream(cfg.run.seed, sgmcmc::rng::streams::SHARED_INIT);
             Ok(find_map_adam(model, &start, &options, &mut rng)?)
         }
     }
@@ -805,7 +805,7 @@ fn execute_keeping_draws(
     }
 
     let centre = map.as_ref().map(|m| m.theta.as_slice());
-    let make_chain = |c: usize, rng: &mut crate::rng::ChainRng| -> Result<Chain<'_>, RunError> {
+    let make_chain = |c: usize, rng: &mut sgmcmc::rng::ChainRng| -> Result<Chain<'_>, RunError> {
         let setup = |e: PipelineError| RunError::ChainSetup {
             chain: c,
             message: e.to_string(),
@@ -871,7 +871,7 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
         "config": cfg,
         "model": { "kind": model.name(), "dim": model.dim(), "num_data": model.num_data() },
         "batch_size": match cfg.gradient.estimator {
-            crate::settings::EstimatorKind::Full => model.num_data(),
+            sgmcmc::settings::EstimatorKind::Full => model.num_data(),
             _ => cfg.gradient.batch_size.resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),

@@ -2,10 +2,10 @@
 //! run settings. Every table rejects unknown keys, so a misspelt key is an error naming it.
 //! `examples/*.toml` and the README document every key.
 
-use crate::estimator::BatchSize;
-use crate::settings::{EstimatorSettings, SamplerSettings, ScheduleSettings};
-use crate::tuning::{TuneGrid, TuneScores};
 use serde::{Deserialize, Serialize};
+use sgmcmc::estimator::BatchSize;
+use sgmcmc::settings::{EstimatorSettings, SamplerSettings, ScheduleSettings};
+use sgmcmc::tuning::{TuneGrid, TuneScores};
 use std::path::{Path, PathBuf};
 
 pub mod coreset;
@@ -156,7 +156,7 @@ pub enum ModelConfig {
         intercept: bool,
         /// `"log"` (λ = eᶻ, default) or `"softplus"` (λ = log(1 + eᶻ), the coreset paper's).
         #[serde(default)]
-        link: crate::model::PoissonLink,
+        link: sgmcmc::model::PoissonLink,
     },
     /// Bradley–Terry paired comparisons (reference §7.9): data with two columns of team ids
     /// (home, visitor) and y = 1 if the home team won, e.g. `[data] nba_games`.
@@ -248,7 +248,7 @@ pub enum ModelConfig {
 }
 
 fn default_bnn_hidden() -> usize {
-    crate::model::BNN_DEFAULT_HIDDEN
+    sgmcmc::model::BNN_DEFAULT_HIDDEN
 }
 
 fn default_sparse_nu() -> f64 {
@@ -262,16 +262,16 @@ fn default_sparse_c() -> f64 {
 }
 
 fn default_pmf_latent_dim() -> usize {
-    crate::model::PmfSettings::default().latent_dim
+    sgmcmc::model::PmfSettings::default().latent_dim
 }
 fn default_pmf_precision() -> f64 {
-    crate::model::PmfSettings::default().precision
+    sgmcmc::model::PmfSettings::default().precision
 }
 fn default_pmf_hyper_shape() -> f64 {
-    crate::model::PmfSettings::default().hyper_shape
+    sgmcmc::model::PmfSettings::default().hyper_shape
 }
 fn default_pmf_hyper_rate() -> f64 {
-    crate::model::PmfSettings::default().hyper_rate
+    sgmcmc::model::PmfSettings::default().hyper_rate
 }
 
 fn default_prior_variance() -> f64 {
@@ -279,7 +279,7 @@ fn default_prior_variance() -> f64 {
 }
 
 fn default_bradley_terry_scale() -> f64 {
-    crate::model::BradleyTerry::DEFAULT_SCALE
+    sgmcmc::model::BradleyTerry::DEFAULT_SCALE
 }
 
 /// The prior family of logistic-regression coefficients.
@@ -404,7 +404,7 @@ pub enum SplitKind {
 }
 
 fn default_calibration_bins() -> usize {
-    crate::diagnostics::accuracy::CALIBRATION_BINS
+    sgmcmc::diagnostics::accuracy::CALIBRATION_BINS
 }
 
 /// The `[tune]` table of `sgmcmc tune` (reference §5): the grid of arms and MAMBA's settings
@@ -669,7 +669,7 @@ pub enum MapSearch {
         iterations: usize,
     },
     /// Adam with these settings.
-    Adam(crate::optim::AdamMapOptions),
+    Adam(sgmcmc::optim::AdamMapOptions),
 }
 
 impl RunConfig {
@@ -697,14 +697,14 @@ impl RunConfig {
                 })
             }
             MapOptimizer::Adam => {
-                let defaults = crate::optim::AdamMapOptions::default();
+                let defaults = sgmcmc::optim::AdamMapOptions::default();
                 let learning_rate = self.map_learning_rate.unwrap_or(defaults.learning_rate);
                 if !(learning_rate.is_finite() && learning_rate > 0.0) {
                     return Err(format!(
                         "[run] map_learning_rate must be finite and > 0, got {learning_rate}"
                     ));
                 }
-                Ok(MapSearch::Adam(crate::optim::AdamMapOptions {
+                Ok(MapSearch::Adam(sgmcmc::optim::AdamMapOptions {
                     learning_rate,
                     batch: self.map_batch_size.unwrap_or(defaults.batch),
                     iterations: self.map_iterations.unwrap_or(defaults.iterations),

@@ -8,11 +8,11 @@
 use super::evaluation::thin_pooled;
 use super::{PipelineError, Prepared};
 use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig, TuneMetric};
-use crate::diagnostics::accuracy;
-use crate::optim::MapResult;
-use crate::settings::SamplerSettings;
-use crate::stein::{FssdOptSettings, ImqKernel, Kernel};
-use crate::tuning::{
+use sgmcmc::diagnostics::accuracy;
+use sgmcmc::optim::MapResult;
+use sgmcmc::settings::SamplerSettings;
+use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel};
+use sgmcmc::tuning::{
     ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, TuneBudget,
     TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search, heuristic_arm, mamba,
 };
@@ -154,7 +154,7 @@ impl<'p> TuneSession<'p> {
     pub fn mamba(
         &self,
         settings: &MambaSettings,
-        on_round: &mut dyn FnMut(&[crate::tuning::ArmRound], f64),
+        on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
     ) -> Result<(Vec<ArmSettings>, MambaOutcome), TuneError> {
         let arms = self.arms()?;
         let outcome = mamba(&self.ctx, &arms, settings, on_round)?;
@@ -206,7 +206,7 @@ impl<'p> TuneSession<'p> {
         self.prepared.predictive().is_some_and(|p| {
             matches!(
                 p.task(),
-                crate::model::PredictiveTask::Classification { .. }
+                sgmcmc::model::PredictiveTask::Classification { .. }
             )
         })
     }

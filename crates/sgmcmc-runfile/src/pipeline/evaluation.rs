@@ -1,6 +1,6 @@
 //! The `[evaluation]` table: everything a run needs to report accuracy metrics, checked and
 //! loaded before sampling (the test split, held out of the model's data; the reference
-//! moments), and the metrics themselves after it ([`crate::diagnostics::accuracy`]).
+//! moments), and the metrics themselves after it ([`sgmcmc::diagnostics::accuracy`]).
 //!
 //! Conventions:
 //! - Draws: the kept draws (post burn-in, thinned) of every chain that did not diverge, each
@@ -14,11 +14,11 @@
 
 use super::{PipelineError, build_model, load_data};
 use crate::config::{Config, DataConfig, EvaluationConfig, ModelConfig, SplitKind};
-use crate::data::{Dataset, Element, Features, Matrix};
-use crate::diagnostics::accuracy::{self, AccuracyError, PredictiveMetrics};
-use crate::model::{Bernoulli, Family, Model, Poisson, Predictive};
-use crate::reference::ReferenceMoments;
 use serde::Serialize;
+use sgmcmc::data::{Dataset, Element, Features, Matrix};
+use sgmcmc::diagnostics::accuracy::{self, AccuracyError, PredictiveMetrics};
+use sgmcmc::model::{Bernoulli, Family, Model, Poisson, Predictive};
+use sgmcmc::reference::ReferenceMoments;
 use std::path::PathBuf;
 
 /// Stream of `split_seed` that draws the random test rows (far from chain streams and from
@@ -211,7 +211,7 @@ pub fn test_rows(
     Ok(match kind {
         SplitKind::Last => (n - k..n).collect(),
         SplitKind::Random => {
-            let mut rng = crate::rng::stream(seed, TEST_SPLIT_STREAM);
+            let mut rng = sgmcmc::rng::stream(seed, TEST_SPLIT_STREAM);
             let mut rows = rand::seq::index::sample(&mut rng, n, k).into_vec();
             rows.sort_unstable();
             rows

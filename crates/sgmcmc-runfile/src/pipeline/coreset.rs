@@ -5,16 +5,16 @@ use super::{PipelineError, build_gaussian_model, build_model, build_sparse_regre
 use crate::config::coreset::{
     Construction, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig, SchemeConfig,
 };
-use crate::coreset::{
+use sgmcmc::coreset::{
     Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog, Dowg,
     ExactGaussianKernel, HotDog, HotStartSettings, Prodigy, SamplerKernel, SliceKernel,
     SliceSettings, SparseGibbsKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
     run_coreset_mcmc,
 };
-use crate::data::load_bike_sharing_reference;
-use crate::model::Model;
-use crate::reference::ReferenceMoments;
-use crate::rng::{self, ChainRng, fill_standard_normal};
+use sgmcmc::data::load_bike_sharing_reference;
+use sgmcmc::model::Model;
+use sgmcmc::reference::ReferenceMoments;
+use sgmcmc::rng::{self, ChainRng, fill_standard_normal};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -42,7 +42,7 @@ fn build_optimiser(
     cfg: &OptimiserConfig,
     coreset: &Coreset,
 ) -> Result<Box<dyn WeightOptimiser>, PipelineError> {
-    let err = |e: crate::coreset::OptimiserError| other(format!("[coreset.optimiser] {e}"));
+    let err = |e: sgmcmc::coreset::OptimiserError| other(format!("[coreset.optimiser] {e}"));
     let w0 = coreset.weights.as_slice();
     Ok(match cfg {
         OptimiserConfig::HotDog {
@@ -132,7 +132,7 @@ pub fn run_coreset_file(
     }
     .map_err(|e| other(format!("[coreset] {e}")))?;
     let mut optimiser = build_optimiser(&c.optimiser, &coreset)?;
-    let kernel_err = |e: crate::coreset::KernelError| other(format!("[coreset.kernel] {e}"));
+    let kernel_err = |e: sgmcmc::coreset::KernelError| other(format!("[coreset.kernel] {e}"));
     let mut kernels: Vec<Box<dyn CoresetKernel>> = Vec::with_capacity(c.chains);
     for _ in 0..c.chains {
         let kernel: Box<dyn CoresetKernel> = match &c.kernel {
