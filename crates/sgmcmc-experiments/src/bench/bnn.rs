@@ -17,7 +17,7 @@ use sgmcmc::data::{Dataset, Features, idx::mnist_pair};
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch};
 use sgmcmc::model::{BNN_DEFAULT_HIDDEN, Bnn, DataIndex, Model, Scratch};
 use sgmcmc::rng::{chain_stream, stream};
-use sgmcmc::sampler::{Sampler, Sgld, StepSize};
+use sgmcmc::sampler::{Sgld, StepSize};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
@@ -156,8 +156,14 @@ pub fn bnn(args: &BenchArgs, dir: &Path) -> Result<()> {
     let mut est = Minibatch::new(&model, BatchSize::Count(batch))?;
     let mut sgld = Sgld::new(StepSize::Langevin(1e-5), 1.0)?;
     let mut rng = stream(3, 0);
-    sgld.start(&theta, &mut est, &mut rng);
-    let it_s = rate(args.seconds, args.repeats, || sgld.step(&mut est, &mut rng));
+    let it_s = super::chain_rate(
+        &mut sgld,
+        &mut est,
+        &mut rng,
+        &theta,
+        args.seconds,
+        args.repeats,
+    )?;
     black_box(est.cost_per_estimate());
     println!(
         "SGLD (step 1e-5, minibatch {batch} without replacement): {it_s:.0} iterations/s ({:.2}x the paper code)",

@@ -13,45 +13,41 @@
 //! then timed in rounds: one block of each unit per round, `repeats` rounds, the median block
 //! rate reported. Interleaving spreads the machine's slow drifts over all units alike.
 
-use super::{block_rate, calls_per_block, median};
+use super::{block_rate, calls_per_block, median, timed_steps};
 use anyhow::{Context, Result, bail};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sgmcmc::data::synthetic;
 use sgmcmc::estimator::BatchTerms;
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Svrg};
-use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior, TermMoments};
+use sgmcmc::model::{Bernoulli, CovarianceShape, Glm, Model, NormalPrior, TermMoments};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::rng::{ChainRng, stream};
+use sgmcmc::runner::Budget;
 use sgmcmc::sampler::Sampler;
 use sgmcmc::settings::{EstimatorKind, EstimatorSettings, SamplerSettings};
+use std::time::Duration;
 
-/// The samplers measured, each as the inline `[sampler]` table of a run file; adding a sampler
-/// is one line. The first is the reference that ratios are taken against. Step sizes are small
-/// enough that every chain stays finite on this posterior (largest Hessian eigenvalue ≈ 10⁵)
-/// under minibatch noise; a sampler's cost does not depend on them.
-const SAMPLERS: &[(&str, &str)] = &[
-    ("SGLD", r#"kind = "sgld", step_size = 1e-7"#),
-    ("pSGLD", r#"kind = "psgld", step_size = 1e-7"#),
-    (
-        "SGHMC",
-        r#"kind = "sghmc", step_size = 1e-7, inner_steps = 5"#,
-    ),
-    ("SGNHT", r#"kind = "sgnht", step_size = 1e-7"#),
-    (
-        "BAOAB",
-        r#"kind = "baoab", step_size = 1e-4, friction = 1.0"#,
-    ),
-    ("BADODAB", r#"kind = "badodab", step_size = 1e-4"#),
-    (
-        "CCAdL",
-        r#"kind = "ccadl", step_size = 1e-4, diffusion = 1.0"#,
-    ),
-    (
-        "CCAdL-diag",
-        r#"kind = "ccadl", step_size = 1e-4, diffusion = 1.0, covariance = "diagonal""#,
-    ),
-];
+/// The samplers measured, as typed settings; adding a sampler is one line. The first is the
+/// reference that ratios are taken against. Step sizes are small enough that every chain stays
+/// finite on this posterior (largest Hessian eigenvalue ≈ 10⁵) under minibatch noise; a
+/// sampler's cost does not depend on them.
+fn all_samplers() -> Vec<(&'static str, SamplerSettings)> {
+    let mut ccadl_diagonal = SamplerSettings::ccadl(1e-4, 1.0);
+    if let SamplerSettings::Ccadl { covariance, .. } = &mut ccadl_diagonal {
+        *covariance = Some(CovarianceShape::Diagonal);
+    }
+    vec![
+        ("SGLD", SamplerSettings::sgld(1e-7)),
+        ("pSGLD", SamplerSettings::psgld(1e-7)),
+        ("SGHMC", SamplerSettings::sghmc(1e-7, 5)),
+        ("SGNHT", SamplerSettings::sgnht(1e-7)),
+        ("BAOAB", SamplerSettings::baoab(1e-4, 1.0)),
+        ("BADODAB", SamplerSettings::badodab(1e-4)),
+        ("CCAdL", SamplerSettings::ccadl(1e-4, 1.0)),
+        ("CCAdL-diag", ccadl_diagonal),
+    ]
+}
 
 /// The estimators measured (batch 1 % of N; control variates centred at the MAP; SVRG with the
 /// config's default update rate r = ⌈N/n⌉).
@@ -96,46 +92,39 @@ impl GradientEstimator for StandardNormalScore {
     }
 }
 
-/// The parsed form of one [`SAMPLERS`] entry.
-#[derive(Deserialize)]
-struct SamplerEntry {
-    sampler: SamplerSettings,
-}
-
-/// The sampler configurations of [`SAMPLERS`], validated: those `only` names (all if empty),
+/// The sampler settings of [`all_samplers`], validated: those `only` names (all if empty),
 /// always with the reference first.
 fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerSettings)>> {
+    let samplers = all_samplers();
     for name in only {
-        if !SAMPLERS.iter().any(|(label, _)| label == name) {
-            let known: Vec<&str> = SAMPLERS.iter().map(|s| s.0).collect();
+        if !samplers.iter().any(|(label, _)| label == name) {
+            let known: Vec<&str> = samplers.iter().map(|s| s.0).collect();
             bail!(
                 "bench --matrix: unknown sampler `{name}` (known: {})",
                 known.join(", ")
             );
         }
     }
-    SAMPLERS
-        .iter()
+    samplers
+        .into_iter()
         .enumerate()
         .filter(|(k, (label, _))| *k == 0 || only.is_empty() || only.iter().any(|o| o == label))
-        .map(|(_, &(label, table))| {
-            let entry: SamplerEntry = toml::from_str(&format!("sampler = {{ {table} }}"))
-                .with_context(|| format!("bench sampler {label}: {table}"))?;
-            entry
-                .sampler
+        .map(|(_, (label, settings))| {
+            settings
                 .build()
                 .with_context(|| format!("bench sampler {label}"))?;
-            Ok((label, entry.sampler))
+            Ok((label, settings))
         })
         .collect()
 }
 
 /// What one timed unit runs.
 enum Work<'m> {
-    /// A chain: `sampler.step` per call.
+    /// A chain, stepped by the runner's loop ([`timed_steps`]) from `position`.
     Chain {
         sampler: Box<dyn Sampler>,
         estimator: Box<dyn GradientEstimator + 'm>,
+        position: Vec<f64>,
     },
     /// The estimator alone at a fixed θ: one `estimate` per call.
     Bare {
@@ -155,45 +144,77 @@ struct Unit<'m> {
 }
 
 impl Unit<'_> {
-    fn call(&mut self) {
-        match &mut self.work {
-            Work::Chain { sampler, estimator } => sampler.step(estimator.as_mut(), &mut self.rng),
-            Work::Bare {
-                estimator,
-                theta,
-                out,
-            } => estimator.estimate(theta, out, &mut self.rng),
+    /// Steps a chain unit under `budget`, continuing where it last ended; returns the
+    /// iterations and their seconds.
+    fn run_chain(&mut self, budget: Budget) -> Result<(usize, f64)> {
+        let Work::Chain {
+            sampler,
+            estimator,
+            position,
+        } = &mut self.work
+        else {
+            unreachable!("run_chain is called on chains only")
+        };
+        timed_steps(
+            sampler.as_mut(),
+            estimator.as_mut(),
+            &mut self.rng,
+            position,
+            budget,
+        )
+        .with_context(|| format!("bench --matrix: {}", self.label))
+    }
+
+    /// One estimate of a bare unit.
+    fn estimate(&mut self) {
+        if let Work::Bare {
+            estimator,
+            theta,
+            out,
+        } = &mut self.work
+        {
+            estimator.estimate(theta, out, &mut self.rng);
         }
     }
 
-    /// Fails loudly if the chain (or the bare estimate) is no longer finite: a diverged chain
-    /// would time NaN arithmetic, not the sampler.
+    /// Fails loudly if the bare estimate is no longer finite.
     fn check_finite(&self) -> Result<()> {
-        let (position, score) = match &self.work {
-            Work::Chain { sampler, .. } => (sampler.position(), sampler.score()),
-            Work::Bare { theta, out, .. } => (theta.as_slice(), out.as_slice()),
+        let Work::Bare { out, .. } = &self.work else {
+            return Ok(());
         };
-        if position.iter().chain(score).all(|v| v.is_finite()) {
+        if out.iter().all(|v| v.is_finite()) {
             Ok(())
         } else {
             bail!(
-                "bench --matrix: {}: the position or score is not finite after a timed block \
-                 (the step size in the bench's sampler list is too large)",
+                "bench --matrix: {}: the estimate is not finite after a timed block",
                 self.label
             )
         }
     }
 
     fn calibrate(&mut self, seconds: f64) -> Result<()> {
-        self.calls = calls_per_block(seconds, || self.call());
-        self.check_finite()
+        if matches!(self.work, Work::Chain { .. }) {
+            let warm_up = Budget::WallClock(Duration::from_secs_f64(0.2 * seconds));
+            let (calls, elapsed) = self.run_chain(warm_up)?;
+            self.calls = ((calls as f64 / elapsed) * seconds).max(1.0) as usize;
+            Ok(())
+        } else {
+            self.calls = calls_per_block(seconds, || self.estimate());
+            self.check_finite()
+        }
     }
 
     fn time_block(&mut self) -> Result<()> {
         let calls = self.calls;
-        let r = block_rate(calls, || self.call());
-        self.rates.push(r);
-        self.check_finite()
+        if matches!(self.work, Work::Chain { .. }) {
+            let (n, t) = self.run_chain(Budget::Iterations(calls))?;
+            self.rates.push(n as f64 / t);
+            Ok(())
+        } else {
+            let r = block_rate(calls, || self.estimate());
+            self.rates.push(r);
+            self.check_finite()
+        }
     }
 
     fn rate(&self) -> f64 {
@@ -327,13 +348,16 @@ fn measure(
         });
     }
     for (s_label, config) in samplers {
-        let mut sampler = config.build()?;
-        let mut rng = next_rng();
-        let mut estimator: Box<dyn GradientEstimator> = Box::new(StandardNormalScore);
-        sampler.start(map, estimator.as_mut(), &mut rng);
+        let sampler = config.build()?;
+        let rng = next_rng();
+        let estimator: Box<dyn GradientEstimator> = Box::new(StandardNormalScore);
         units.push(Unit {
             label: format!("{s_label} alone"),
-            work: Work::Chain { sampler, estimator },
+            work: Work::Chain {
+                sampler,
+                estimator,
+                position: map.to_vec(),
+            },
             rng,
             calls: 0,
             rates: Vec::new(),
@@ -341,15 +365,17 @@ fn measure(
     }
     for (s_label, config) in samplers {
         for &(e_label, kind) in ESTIMATORS {
-            let mut estimator = gradient(kind).build(model, Some(map))?;
-            let mut sampler = config.build()?;
-            let mut rng = next_rng();
-            // As the runner starts a chain: the estimator restarts, then the sampler, at the MAP.
-            estimator.restart(map);
-            sampler.start(map, estimator.as_mut(), &mut rng);
+            let estimator = gradient(kind).build(model, Some(map))?;
+            let sampler = config.build()?;
+            let rng = next_rng();
+            // The runner's loop restarts the estimator, then the sampler, at the MAP.
             units.push(Unit {
                 label: format!("{s_label} x {e_label}"),
-                work: Work::Chain { sampler, estimator },
+                work: Work::Chain {
+                    sampler,
+                    estimator,
+                    position: map.to_vec(),
+                },
                 rng,
                 calls: 0,
                 rates: Vec::new(),

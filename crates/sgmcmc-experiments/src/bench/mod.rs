@@ -22,14 +22,17 @@ mod pmf;
 use anyhow::{Result, bail};
 use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch, Subsampler};
+use sgmcmc::io::SinkError;
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
-use sgmcmc::rng::stream;
+use sgmcmc::rng::{ChainRng, stream};
+use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::{Sampler, Sgld, StepSize};
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 /// Options of `sgmcmc bench`.
 #[derive(clap::Args)]
@@ -115,6 +118,72 @@ fn block_rate(calls: usize, mut step: impl FnMut()) -> f64 {
         step();
     }
     calls as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Steps the chain at `position` through the runner's loop ([`drive_chain`], as `sgmcmc run`
+/// steps a chain, here without a sink) until `budget` is spent, and moves `position` to where
+/// it ended. Returns the iterations and the seconds from the first step on (the restart of the
+/// estimator and the sampler before it is not timed). A chain that leaves the finite reals is
+/// an error: it would time NaN arithmetic, not the sampler.
+pub(crate) fn timed_steps<S: Sampler + ?Sized>(
+    sampler: &mut S,
+    estimator: &mut dyn GradientEstimator,
+    rng: &mut ChainRng,
+    position: &mut [f64],
+    budget: Budget,
+) -> Result<(usize, f64)> {
+    /// Notes when the first step begins; keeps nothing.
+    struct StartClock(Option<Instant>);
+    impl<S: ?Sized> ChainObserver<S> for StartClock {
+        fn started(&mut self, _: &S) {
+            self.0 = Some(Instant::now());
+        }
+        fn kept(&mut self, _: &S) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+    let mut clock = StartClock(None);
+    let plan = ChainPlan {
+        budget,
+        burn_in: 0,
+        thin: 1,
+    };
+    let never = AtomicBool::new(false);
+    let outcome = drive_chain(sampler, estimator, rng, position, &plan, &mut clock, &never)?;
+    let seconds = clock.0.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    if let Some(d) = outcome.divergence {
+        bail!(
+            "the chain's position or score is not finite at timed iteration {} (the bench's step \
+             size is too large for this posterior)",
+            d.iteration
+        );
+    }
+    position.copy_from_slice(&outcome.last_finite_state);
+    Ok((outcome.iterations, seconds))
+}
+
+/// Iterations/s of a sampler chain stepped by the runner's loop ([`timed_steps`]): a warm-up
+/// of 0.2·`seconds` sizes blocks of `seconds`; the median rate of `repeats` blocks, each
+/// continuing where the last ended.
+pub(crate) fn chain_rate<S: Sampler + ?Sized>(
+    sampler: &mut S,
+    estimator: &mut dyn GradientEstimator,
+    rng: &mut ChainRng,
+    init: &[f64],
+    seconds: f64,
+    repeats: usize,
+) -> Result<f64> {
+    let mut position = init.to_vec();
+    let warm_up = Budget::WallClock(Duration::from_secs_f64(0.2 * seconds));
+    let (calls, elapsed) = timed_steps(sampler, estimator, rng, &mut position, warm_up)?;
+    let per_block = ((calls as f64 / elapsed) * seconds).max(1.0) as usize;
+    let mut rates = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let budget = Budget::Iterations(per_block);
+        let (n, t) = timed_steps(sampler, estimator, rng, &mut position, budget)?;
+        rates.push(n as f64 / t);
+    }
+    Ok(median(rates))
 }
 
 /// Run `step` in timed blocks of at least `seconds`; returns the median rate (calls/s).
@@ -247,8 +316,14 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             let mut est = Minibatch::new(&model, BatchSize::Count(n))?;
             let mut sgld = Sgld::new(StepSize::Langevin(1e-8), 1.0)?;
             let mut rng = stream(1, 0);
-            sgld.start(theta0, &mut est, &mut rng);
-            let it_s = rate(args.seconds, args.repeats, || sgld.step(&mut est, &mut rng));
+            let it_s = chain_rate(
+                &mut sgld,
+                &mut est,
+                &mut rng,
+                theta0,
+                args.seconds,
+                args.repeats,
+            )?;
             let gather = gather_rate(model.features(), n, args.seconds, args.repeats);
             let idx = index_rate(args.rows, n, args.seconds, args.repeats);
             let elem = if p == "f32" { 4 } else { 8 };

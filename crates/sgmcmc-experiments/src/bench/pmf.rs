@@ -13,7 +13,7 @@ use sgmcmc::data::{load_movielens, movielens_counts};
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch};
 use sgmcmc::model::{DataIndex, Model, Pmf, PmfSettings, Scratch};
 use sgmcmc::rng::{fill_standard_normal, stream};
-use sgmcmc::sampler::{Sampler, Sgld, StepSize};
+use sgmcmc::sampler::{Sgld, StepSize};
 use std::hint::black_box;
 use std::path::Path;
 
@@ -51,8 +51,14 @@ pub fn pmf(args: &BenchArgs, file: &Path) -> Result<()> {
     let mut est = Minibatch::new(&model, BatchSize::Count(batch))?;
     let mut sgld = Sgld::new(StepSize::Langevin(1e-5), 1.0)?;
     let mut rng = stream(3, 0);
-    sgld.start(&theta, &mut est, &mut rng);
-    let it_s = rate(args.seconds, args.repeats, || sgld.step(&mut est, &mut rng));
+    let it_s = super::chain_rate(
+        &mut sgld,
+        &mut est,
+        &mut rng,
+        &theta,
+        args.seconds,
+        args.repeats,
+    )?;
     black_box(est.cost_per_estimate());
     println!(
         "SGLD (step 1e-5, minibatch {batch} without replacement): {it_s:.0} iterations/s \

@@ -21,9 +21,12 @@ use super::kernel::CoresetKernel;
 use super::metric::ZScoreTracker;
 use super::optim::WeightOptimiser;
 use super::posterior::{Coreset, CoresetPosterior, PosteriorWorkspace, weighted_log_lik};
+use crate::io::SinkError;
 use crate::model::Model;
 use crate::rng::{self, ChainRng};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::runner::{Budget, ChainObserver, ChainPlan, Transition, drive};
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 
 /// The hot-start gate (reference §7.3, §7.5).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,18 +102,174 @@ pub struct CoresetRun {
     pub stopped: Option<String>,
 }
 
+/// The K lockstep kernels and the weights as one [`Transition`] of the joint chain on
+/// (θ₁, …, θ_K, w): a step is one sweep (every kernel steps once with the current weights),
+/// the hot-start bookkeeping and, while training, one optimiser step on the weights (steps 1–3
+/// of the module docs). Its position is the K chains' θ, chain-major.
+struct CoresetSweep<'a> {
+    model: &'a dyn Model,
+    coreset: Coreset,
+    initial_weights: Vec<f64>,
+    kernels: &'a mut [Box<dyn CoresetKernel>],
+    optimiser: &'a mut dyn WeightOptimiser,
+    weight_gradient: WeightGradient,
+    chain_rngs: Vec<ChainRng>,
+    loop_rng: ChainRng,
+    workspace: PosteriorWorkspace,
+    gradient: Vec<f64>,
+    hot: &'a HotStartSettings,
+    state_dim: usize,
+    train_iterations: usize,
+    /// The sweep about to run (0-based; the module docs' i).
+    sweep: usize,
+    warming_up: bool,
+    hot_start_iteration: Option<usize>,
+    hot_start_passed: bool,
+    traces: Vec<Vec<f64>>,
+    optimiser_steps: usize,
+    positions: Vec<f64>,
+}
+
+impl CoresetSweep<'_> {
+    fn chain_position(&self, c: usize) -> &[f64] {
+        self.kernels[c].position()
+    }
+}
+
+impl Transition for CoresetSweep<'_> {
+    /// Why the run stopped (a kernel's or the optimiser's failure, or a non-finite weight).
+    type Failure = String;
+
+    fn position(&self) -> &[f64] {
+        &self.positions
+    }
+
+    fn step(&mut self) -> Result<(), String> {
+        let i = self.sweep;
+        let hot = self.hot;
+        let target = CoresetPosterior {
+            model: self.model,
+            points: &self.coreset.points,
+            weights: &self.coreset.weights,
+        };
+        for (c, (kernel, chain_rng)) in self
+            .kernels
+            .iter_mut()
+            .zip(&mut self.chain_rngs)
+            .enumerate()
+        {
+            let log_density = kernel
+                .step(&target, chain_rng)
+                .map_err(|e| format!("chain {c} at iteration {i}: {e}"))?;
+            if self.warming_up {
+                let value = if hot.trace_includes_prior {
+                    log_density
+                } else {
+                    weighted_log_lik(
+                        self.model,
+                        &self.coreset.points,
+                        &self.initial_weights,
+                        kernel.position(),
+                        &mut self.workspace,
+                    )
+                };
+                self.traces[c].push(value);
+            }
+        }
+        if self.warming_up && i >= 3 * self.state_dim && i.is_multiple_of(hot.check_every) {
+            let views: Vec<&[f64]> = self.traces.iter().map(Vec::as_slice).collect();
+            if hot_start_passes(&views, hot.threshold) {
+                self.warming_up = false;
+                self.hot_start_passed = true;
+                self.hot_start_iteration = Some(i);
+            }
+        }
+        if self.warming_up && i >= hot.max_warmup && !hot.never_train_without_hot_start {
+            self.warming_up = false;
+            self.hot_start_iteration = Some(i);
+        }
+        if !self.warming_up && !self.traces[0].is_empty() {
+            self.traces.iter_mut().for_each(|t| *t = Vec::new());
+        }
+        if i > 0 && i <= self.train_iterations && !self.warming_up {
+            self.weight_gradient.estimate(
+                self.model,
+                &self.coreset.points,
+                &self.coreset.weights,
+                self.kernels.iter().map(|k| k.position()),
+                &mut self.loop_rng,
+                &mut self.gradient,
+            );
+            self.optimiser
+                .step(&mut self.coreset.weights, &self.gradient)
+                .map_err(|e| format!("optimiser step at iteration {i}: {e}"))?;
+            self.optimiser_steps += 1;
+            if let Some(j) = self.coreset.weights.iter().position(|w| !w.is_finite()) {
+                return Err(format!(
+                    "weight {j} became {} at iteration {i}",
+                    self.coreset.weights[j]
+                ));
+            }
+        }
+        for (chunk, kernel) in self
+            .positions
+            .chunks_exact_mut(self.model.dim())
+            .zip(self.kernels.iter())
+        {
+            chunk.copy_from_slice(kernel.position());
+        }
+        self.sweep += 1;
+        Ok(())
+    }
+}
+
+/// Watches the sweeps: the draws after training (per chain) and the metric.
+struct CoresetRecorder<'t> {
+    tracker: Option<&'t mut ZScoreTracker>,
+    record_every: usize,
+    /// The last sweep (the module docs' T).
+    last: usize,
+    draws: Vec<Vec<f64>>,
+    metric: Vec<(usize, f64)>,
+}
+
+impl ChainObserver<CoresetSweep<'_>> for CoresetRecorder<'_> {
+    fn kept(&mut self, sweep: &CoresetSweep<'_>) -> Result<(), SinkError> {
+        for (c, draws) in self.draws.iter_mut().enumerate() {
+            draws.extend_from_slice(sweep.chain_position(c));
+        }
+        Ok(())
+    }
+
+    /// Runner iteration j is sweep i = j − 1.
+    fn iterated(&mut self, iteration: usize, sweep: &CoresetSweep<'_>) -> ControlFlow<()> {
+        let i = iteration - 1;
+        if let Some(t) = self.tracker.as_deref_mut() {
+            for c in 0..self.draws.len() {
+                t.push(sweep.chain_position(c));
+            }
+            if i.is_multiple_of(self.record_every) || i == self.last {
+                self.metric.push((i, t.metric()));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// One coreset MCMC run: `kernels` (one per chain, K ≥ 2) on `model`'s coreset `coreset`,
 /// weights trained by `optimiser`, the metric tracked when `tracker` is given; `stop` ends it at
-/// the next iteration boundary. Random streams come from `seed` (see the module docs).
+/// the next iteration boundary. Random streams come from `seed` (see the module docs). The
+/// sweeps run through the runner's loop ([`crate::runner::drive`]): T + 1 iterations, the
+/// first `train_iterations` + 1 of them burn-in.
 #[allow(clippy::too_many_arguments)]
 pub fn run_coreset_mcmc(
     model: &dyn Model,
-    mut coreset: Coreset,
+    coreset: Coreset,
     kernels: &mut [Box<dyn CoresetKernel>],
     optimiser: &mut dyn WeightOptimiser,
     settings: &CoresetSettings,
     seed: u64,
-    mut tracker: Option<&mut ZScoreTracker>,
+    tracker: Option<&mut ZScoreTracker>,
     stop: Option<&AtomicBool>,
 ) -> Result<CoresetRun, CoresetError> {
     let k = kernels.len();
@@ -124,10 +283,10 @@ pub fn run_coreset_mcmc(
             "record_every and check_every must be at least 1".into(),
         ));
     }
-    let mut gradient_estimator =
+    let mut weight_gradient =
         WeightGradient::new(model.num_data(), settings.subsample, settings.scheme)?;
     if settings.newton_correction {
-        gradient_estimator = gradient_estimator.with_newton_correction();
+        weight_gradient = weight_gradient.with_newton_correction();
     }
     if let Some(t) = tracker.as_deref()
         && t.dim() != model.dim()
@@ -138,128 +297,87 @@ pub fn run_coreset_mcmc(
             model.dim()
         )));
     }
+    if let Some(c) = kernels
+        .iter()
+        .position(|kernel| kernel.position().len() != model.dim())
+    {
+        return Err(CoresetError::Setting(format!(
+            "chain {c}'s kernel has {} coordinates, the model has {}",
+            kernels[c].position().len(),
+            model.dim()
+        )));
+    }
     let m = coreset.len();
-    let initial_weights = coreset.weights.clone();
-    let mut chain_rngs: Vec<ChainRng> = (0..k).map(|c| rng::chain_stream(seed, c)).collect();
-    let mut loop_rng = rng::stream(seed, k as u64);
-    let mut ws = PosteriorWorkspace::default();
-    let mut gradient = vec![0.0; m];
     let hot = &settings.hot_start;
     let state_dim = kernels.iter().map(|k| k.state_dim()).max().unwrap_or(0);
-    let total = settings.train_iterations + settings.draws.div_ceil(k);
-    let mut warming_up = hot.enabled;
-    let mut hot_start_iteration = (!hot.enabled).then_some(0);
-    let mut hot_start_passed = false;
-    let mut traces: Vec<Vec<f64>> = vec![Vec::new(); k];
-    let mut run = CoresetRun {
-        coreset: Coreset {
-            points: Vec::new(),
-            weights: Vec::new(),
-        },
-        hot_start_iteration: None,
+    let last = settings.train_iterations + settings.draws.div_ceil(k);
+    let positions = kernels.iter().flat_map(|k| k.position().to_vec()).collect();
+    let mut sweep = CoresetSweep {
+        model,
+        initial_weights: coreset.weights.clone(),
+        coreset,
+        kernels,
+        optimiser,
+        weight_gradient,
+        chain_rngs: (0..k).map(|c| rng::chain_stream(seed, c)).collect(),
+        loop_rng: rng::stream(seed, k as u64),
+        workspace: PosteriorWorkspace::default(),
+        gradient: vec![0.0; m],
+        hot,
+        state_dim,
+        train_iterations: settings.train_iterations,
+        sweep: 0,
+        warming_up: hot.enabled,
+        hot_start_iteration: (!hot.enabled).then_some(0),
         hot_start_passed: false,
+        traces: vec![Vec::new(); k],
         optimiser_steps: 0,
-        iterations: 0,
-        metric: Vec::new(),
-        draws: vec![Vec::new(); k],
-        stopped: None,
+        positions,
     };
-    'outer: for i in 0..=total {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            run.stopped = Some(format!("stopped by request before iteration {i}"));
-            break;
-        }
-        let target = CoresetPosterior {
-            model,
-            points: &coreset.points,
-            weights: &coreset.weights,
-        };
-        for (c, (kernel, chain_rng)) in kernels.iter_mut().zip(&mut chain_rngs).enumerate() {
-            let log_density = match kernel.step(&target, chain_rng) {
-                Ok(f) => f,
-                Err(e) => {
-                    run.stopped = Some(format!("chain {c} at iteration {i}: {e}"));
-                    break 'outer;
-                }
-            };
-            if warming_up {
-                let value = if hot.trace_includes_prior {
-                    log_density
-                } else {
-                    weighted_log_lik(
-                        model,
-                        &coreset.points,
-                        &initial_weights,
-                        kernel.position(),
-                        &mut ws,
-                    )
-                };
-                traces[c].push(value);
-            }
-        }
-        if warming_up && i >= 3 * state_dim && i % hot.check_every == 0 {
-            let views: Vec<&[f64]> = traces.iter().map(Vec::as_slice).collect();
-            if hot_start_passes(&views, hot.threshold) {
-                warming_up = false;
-                hot_start_passed = true;
-                hot_start_iteration = Some(i);
-            }
-        }
-        if warming_up && i >= hot.max_warmup && !hot.never_train_without_hot_start {
-            warming_up = false;
-            hot_start_iteration = Some(i);
-        }
-        if !warming_up && !traces[0].is_empty() {
-            traces.iter_mut().for_each(|t| *t = Vec::new());
-        }
-        if i > 0 && i <= settings.train_iterations && !warming_up {
-            gradient_estimator.estimate(
-                model,
-                &coreset.points,
-                &coreset.weights,
-                kernels.iter().map(|k| k.position()),
-                &mut loop_rng,
-                &mut gradient,
-            );
-            if let Err(e) = optimiser.step(&mut coreset.weights, &gradient) {
-                run.stopped = Some(format!("optimiser step at iteration {i}: {e}"));
-                run.iterations = i + 1;
-                break;
-            }
-            run.optimiser_steps += 1;
-            if let Some(j) = coreset.weights.iter().position(|w| !w.is_finite()) {
-                run.stopped = Some(format!(
-                    "weight {j} became {} at iteration {i}",
-                    coreset.weights[j]
-                ));
-                run.iterations = i + 1;
-                break;
-            }
-        }
-        for (c, kernel) in kernels.iter().enumerate() {
-            let theta = kernel.position();
-            if let Some(t) = tracker.as_deref_mut() {
-                t.push(theta);
-            }
-            if i > settings.train_iterations {
-                run.draws[c].extend_from_slice(theta);
-            }
-        }
-        if let Some(t) = tracker.as_deref()
-            && (i % settings.record_every == 0 || i == total)
-        {
-            run.metric.push((i, t.metric()));
-        }
-        run.iterations = i + 1;
-    }
-    if let (Some(t), Some(&(last, _))) = (tracker.as_deref(), run.metric.last())
-        && last + 1 != run.iterations
-        && run.iterations > 0
+    let mut recorder = CoresetRecorder {
+        tracker,
+        record_every: settings.record_every,
+        last,
+        draws: vec![Vec::new(); k],
+        metric: Vec::new(),
+    };
+    let plan = ChainPlan {
+        // T + 1 sweeps in all: the iterations budget counts those after burn-in.
+        budget: Budget::Iterations(last - settings.train_iterations),
+        burn_in: settings.train_iterations + 1,
+        thin: 1,
+    };
+    let never = AtomicBool::new(false);
+    let outcome = drive(&mut sweep, &plan, &mut recorder, stop.unwrap_or(&never))
+        .expect("the coreset recorder keeps draws in memory and cannot fail");
+    let iterations = outcome.iterations;
+    let stopped = if let Some(failure) = outcome.failure {
+        Some(failure)
+    } else if let Some(d) = outcome.divergence {
+        Some(format!(
+            "a chain's state became non-finite at iteration {}",
+            d.iteration.saturating_sub(1)
+        ))
+    } else if outcome.interrupted {
+        Some(format!("stopped by request before iteration {iterations}"))
+    } else {
+        None
+    };
+    let mut metric = recorder.metric;
+    if let (Some(t), Some(&(recorded, _))) = (recorder.tracker.as_deref(), metric.last())
+        && recorded + 1 != iterations
+        && iterations > 0
     {
-        run.metric.push((run.iterations - 1, t.metric()));
+        metric.push((iterations - 1, t.metric()));
     }
-    run.coreset = coreset;
-    run.hot_start_iteration = hot_start_iteration;
-    run.hot_start_passed = hot_start_passed;
-    Ok(run)
+    Ok(CoresetRun {
+        coreset: sweep.coreset,
+        hot_start_iteration: sweep.hot_start_iteration,
+        hot_start_passed: sweep.hot_start_passed,
+        optimiser_steps: sweep.optimiser_steps,
+        iterations,
+        metric,
+        draws: recorder.draws,
+        stopped,
+    })
 }

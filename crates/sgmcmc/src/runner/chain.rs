@@ -1,12 +1,15 @@
-//! [`drive_chain`]: the one loop that steps a sampler. The parallel runner
-//! ([`super::run_until`]) and the tuner's arm rounds ([`crate::tuning::Arm::run_round`]) both
-//! run their chains through it, and watch them through a [`ChainObserver`].
+//! [`drive`]: the one loop that steps a Markov chain (a [`Transition`]): budgets, the stop
+//! flag, burn-in and thinning, divergence detection, and the [`ChainObserver`] hooks.
+//! [`drive_chain`] runs a sampler through it; the parallel runner ([`super::run_until`]), the
+//! tuner's arm rounds ([`crate::tuning::Arm::run_round`]), coreset MCMC
+//! ([`crate::coreset::run_coreset_mcmc`]), the experiments and the benches all do.
 
 use super::budget::{Budget, BudgetClock};
 use crate::estimator::GradientEstimator;
 use crate::io::SinkError;
 use crate::rng::ChainRng;
 use crate::sampler::Sampler;
+use std::convert::Infallible;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -46,10 +49,11 @@ pub struct Divergence {
     pub last_finite_state: Vec<f64>,
 }
 
-/// What [`drive_chain`] did.
+/// What [`drive`] (or [`drive_chain`]) did. `F` is the transition's failure type
+/// ([`Transition::Failure`]); a sampler's steps cannot fail.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChainOutcome {
-    /// Iterations run (burn-in included).
+pub struct ChainOutcome<F = Infallible> {
+    /// Iterations completed (burn-in included; a failed step is not counted).
     pub iterations: usize,
     /// Draws kept.
     pub draws: usize,
@@ -57,6 +61,8 @@ pub struct ChainOutcome {
     pub gradient_evaluations: u64,
     /// Set if the state became non-finite (the chain stopped there).
     pub divergence: Option<Divergence>,
+    /// The step that failed, if one did (the chain stopped there).
+    pub failure: Option<F>,
     /// The stop flag ended the chain before its budget.
     pub interrupted: bool,
     /// The observer ended the chain before its budget.
@@ -68,52 +74,65 @@ pub struct ChainOutcome {
 /// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
 /// branch-free sum decides (no early exit, vectorisable).
 #[inline]
-fn all_finite(x: &[f64]) -> bool {
+pub fn all_finite(x: &[f64]) -> bool {
     x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
 }
 
-/// Run one chain from `init`: restart `estimator` and `sampler` there, then step until `plan`'s
-/// budget is spent, `stop` is set (both checked at every iteration boundary) or `observer`
-/// ends it, handing every kept draw to `observer`. A non-finite state (at the start or after a step) stops the chain and is
-/// reported with the last finite state; draws before it are kept. The only error is the
-/// observer's (storage).
-pub fn drive_chain<S: Sampler + ?Sized>(
-    sampler: &mut S,
-    estimator: &mut dyn GradientEstimator,
-    rng: &mut ChainRng,
-    init: &[f64],
+/// One transition of a Markov chain whose state and randomness it holds: what [`drive`]
+/// advances. A stochastic-gradient sampler with its estimator and stream is one
+/// ([`drive_chain`] wraps it); coreset MCMC's K lockstep kernels with their weights are another
+/// (`coreset::run_coreset_mcmc`).
+pub trait Transition {
+    /// Why a step could not complete (a kernel's own failure; [`Infallible`] if none).
+    type Failure;
+    /// The chain's position (what a divergence reports as the last finite state).
+    fn position(&self) -> &[f64];
+    /// Whether the whole state is finite (default: the position).
+    fn is_finite(&self) -> bool {
+        all_finite(self.position())
+    }
+    /// One transition from the current state.
+    fn step(&mut self) -> Result<(), Self::Failure>;
+    /// Per-datum gradient evaluations since the chain started (for
+    /// [`Budget::GradientEvaluations`]; default 0).
+    fn gradient_evaluations(&self) -> u64 {
+        0
+    }
+}
+
+/// The loop: step `transition` (already started) until `plan`'s budget is spent, `stop` is set
+/// (both checked at every iteration boundary), `observer` ends it, a step fails or the state
+/// becomes non-finite (at the start or after a step; reported with the last finite position).
+/// Every kept draw (after burn-in, every `thin`-th iteration) goes to `observer`; draws before
+/// a divergence or failure are kept. The only error is the observer's (storage).
+pub fn drive<T: Transition + ?Sized>(
+    transition: &mut T,
     plan: &ChainPlan,
-    observer: &mut dyn ChainObserver<S>,
+    observer: &mut dyn ChainObserver<T>,
     stop: &AtomicBool,
-) -> Result<ChainOutcome, SinkError> {
+) -> Result<ChainOutcome<T::Failure>, SinkError> {
     let thin = plan.thin.max(1);
     let mut clock = BudgetClock::start(plan.budget, plan.burn_in);
-    let per_estimate = estimator.cost_per_estimate() as u64;
-    let per_step = sampler.estimates_per_step() as u64 * per_estimate;
     let mut outcome = ChainOutcome {
         iterations: 0,
         draws: 0,
-        gradient_evaluations: per_estimate,
+        gradient_evaluations: 0,
         divergence: None,
+        failure: None,
         interrupted: false,
         stopped_by_observer: false,
-        last_finite_state: init.to_vec(),
+        last_finite_state: transition.position().to_vec(),
     };
-    estimator.restart(init);
-    sampler.start(init, estimator, rng);
-    if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
+    if !transition.is_finite() {
         outcome.divergence = Some(Divergence {
             iteration: 0,
             last_finite_state: outcome.last_finite_state.clone(),
         });
     } else {
-        observer.started(sampler);
+        observer.started(transition);
     }
     while outcome.divergence.is_none() {
-        let counted = outcome.gradient_evaluations;
-        if clock.spent(outcome.iterations, || {
-            counted + estimator.extra_evaluations_since_restart()
-        }) {
+        if clock.spent(outcome.iterations, || transition.gradient_evaluations()) {
             break;
         }
         if stop.load(Ordering::Relaxed) {
@@ -122,11 +141,13 @@ pub fn drive_chain<S: Sampler + ?Sized>(
         }
         outcome
             .last_finite_state
-            .copy_from_slice(sampler.position());
-        sampler.step(estimator, rng);
+            .copy_from_slice(transition.position());
+        if let Err(failure) = transition.step() {
+            outcome.failure = Some(failure);
+            break;
+        }
         outcome.iterations += 1;
-        outcome.gradient_evaluations += per_step;
-        if !all_finite(sampler.position()) || !all_finite(sampler.score()) {
+        if !transition.is_finite() {
             outcome.divergence = Some(Divergence {
                 iteration: outcome.iterations,
                 last_finite_state: outcome.last_finite_state.clone(),
@@ -136,10 +157,10 @@ pub fn drive_chain<S: Sampler + ?Sized>(
         if outcome.iterations > plan.burn_in
             && (outcome.iterations - plan.burn_in).is_multiple_of(thin)
         {
-            observer.kept(sampler)?;
+            observer.kept(transition)?;
             outcome.draws += 1;
         }
-        if observer.iterated(outcome.iterations, sampler).is_break() {
+        if observer.iterated(outcome.iterations, transition).is_break() {
             outcome.stopped_by_observer = true;
             break;
         }
@@ -147,8 +168,77 @@ pub fn drive_chain<S: Sampler + ?Sized>(
     if outcome.divergence.is_none() {
         outcome
             .last_finite_state
-            .copy_from_slice(sampler.position());
+            .copy_from_slice(transition.position());
     }
-    outcome.gradient_evaluations += estimator.extra_evaluations_since_restart();
+    outcome.gradient_evaluations = transition.gradient_evaluations();
     Ok(outcome)
+}
+
+/// A sampler with its estimator and stream, as a [`Transition`]: one step is
+/// `sampler.step(estimator, rng)`; the state is finite when θ and the recorded score are.
+struct SamplerChain<'a, S: ?Sized> {
+    sampler: &'a mut S,
+    estimator: &'a mut dyn GradientEstimator,
+    rng: &'a mut ChainRng,
+    /// Evaluations of the start and of every step so far (without the estimator's extras).
+    counted: u64,
+    per_step: u64,
+}
+
+impl<S: Sampler + ?Sized> Transition for SamplerChain<'_, S> {
+    type Failure = Infallible;
+    fn position(&self) -> &[f64] {
+        self.sampler.position()
+    }
+    fn is_finite(&self) -> bool {
+        all_finite(self.sampler.position()) && all_finite(self.sampler.score())
+    }
+    fn step(&mut self) -> Result<(), Infallible> {
+        self.sampler.step(self.estimator, self.rng);
+        self.counted += self.per_step;
+        Ok(())
+    }
+    fn gradient_evaluations(&self) -> u64 {
+        self.counted + self.estimator.extra_evaluations_since_restart()
+    }
+}
+
+/// Shows a sampler observer the sampler inside a [`SamplerChain`].
+struct SamplerView<'o, S: ?Sized>(&'o mut dyn ChainObserver<S>);
+
+impl<S: ?Sized> ChainObserver<SamplerChain<'_, S>> for SamplerView<'_, S> {
+    fn started(&mut self, chain: &SamplerChain<'_, S>) {
+        self.0.started(chain.sampler);
+    }
+    fn kept(&mut self, chain: &SamplerChain<'_, S>) -> Result<(), SinkError> {
+        self.0.kept(chain.sampler)
+    }
+    fn iterated(&mut self, iteration: usize, chain: &SamplerChain<'_, S>) -> ControlFlow<()> {
+        self.0.iterated(iteration, chain.sampler)
+    }
+}
+
+/// Run one sampler chain from `init`: restart `estimator` and `sampler` there, then [`drive`]
+/// them under `plan`, handing every kept draw to `observer` (which sees the sampler itself).
+pub fn drive_chain<S: Sampler + ?Sized>(
+    sampler: &mut S,
+    estimator: &mut dyn GradientEstimator,
+    rng: &mut ChainRng,
+    init: &[f64],
+    plan: &ChainPlan,
+    observer: &mut dyn ChainObserver<S>,
+    stop: &AtomicBool,
+) -> Result<ChainOutcome, SinkError> {
+    let per_estimate = estimator.cost_per_estimate() as u64;
+    let per_step = sampler.estimates_per_step() as u64 * per_estimate;
+    estimator.restart(init);
+    sampler.start(init, estimator, rng);
+    let mut chain = SamplerChain {
+        sampler,
+        estimator,
+        rng,
+        counted: per_estimate,
+        per_step,
+    };
+    drive(&mut chain, plan, &mut SamplerView(observer), stop)
 }

@@ -13,7 +13,9 @@ mod chain;
 mod progress;
 
 pub use budget::{Budget, thread_cpu_seconds};
-pub use chain::{ChainObserver, ChainOutcome, ChainPlan, Divergence, drive_chain};
+pub use chain::{
+    ChainObserver, ChainOutcome, ChainPlan, Divergence, Transition, all_finite, drive, drive_chain,
+};
 pub use progress::{NoProgress, Progress};
 
 use crate::estimator::GradientEstimator;
