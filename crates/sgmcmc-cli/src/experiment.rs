@@ -3,6 +3,8 @@
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
+use sgmcmc::estimator::BatchSize;
+use sgmcmc::tuning::TuneError;
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc_experiments::mamba::HarnessSettings;
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
@@ -166,7 +168,7 @@ pub enum Experiment {
         map_learning_rate: Option<f64>,
         /// Adam's minibatch: a count or a percentage (only with --map-optimizer adam; the authors': 10%).
         #[arg(long)]
-        map_batch: Option<String>,
+        map_batch: Option<BatchSize>,
         #[command(flatten)]
         common: RealDataArgs,
     },
@@ -305,13 +307,17 @@ impl RealDataArgs {
 }
 
 /// Write each sampler's run file into `out/configs`.
-fn write_configs(out: &Path, samplers: &[usize], text: impl Fn(usize) -> String) -> Result<()> {
+fn write_configs(
+    out: &Path,
+    samplers: &[usize],
+    text: impl Fn(usize) -> std::result::Result<String, TuneError>,
+) -> Result<()> {
     let configs = out.join("configs");
     std::fs::create_dir_all(&configs)
         .with_context(|| format!("cannot create {}", configs.display()))?;
     for &i in samplers {
-        let name = mamba_logreg::SAMPLERS[i].0.to_lowercase();
-        std::fs::write(configs.join(format!("{name}.toml")), text(i))?;
+        let name = mamba_logreg::SAMPLERS[i].to_lowercase();
+        std::fs::write(configs.join(format!("{name}.toml")), text(i)?)?;
     }
     Ok(())
 }
@@ -380,7 +386,7 @@ fn sampler_indices(list: &[String]) -> Result<Vec<usize>> {
         .map(|name| {
             mamba_logreg::SAMPLERS
                 .iter()
-                .position(|s| s.0.eq_ignore_ascii_case(name.trim()))
+                .position(|s| s.eq_ignore_ascii_case(name.trim()))
                 .with_context(|| {
                     format!(
                         "unknown sampler {name:?}; expected one of SGLD, SGLD-CV, SGHMC, SGHMC-CV, SGNHT, SGNHT-CV"
@@ -571,7 +577,7 @@ pub fn run(which: Experiment) -> Result<()> {
                 map_optimizer,
                 map_iterations,
                 map_learning_rate: map_learning_rate.unwrap_or(defaults.map_learning_rate),
-                map_batch: map_batch.unwrap_or_else(|| defaults.map_batch.clone()),
+                map_batch: map_batch.unwrap_or(defaults.map_batch),
                 ..defaults
             };
             common.apply(&mut settings.harness)?;

@@ -182,7 +182,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
         method_name(method),
         winner.label(),
         winner_path.display(),
-        toml::to_string(&winner_cfg).context("cannot write the winner's config")?
+        winner_cfg.to_toml()?
     );
     std::fs::write(&winner_path, text)
         .with_context(|| format!("cannot write {}", winner_path.display()))?;

@@ -106,8 +106,7 @@ fn bradley_terry_and_cauchy_run_files_through_the_cli() {
     write(dir.path(), "run.toml", &text);
     run_ok(dir.path());
     let cfg = sgmcmc_runfile::config::Config::from_toml(&text, "run.toml").unwrap();
-    let back =
-        sgmcmc_runfile::config::Config::from_toml(&toml::to_string(&cfg).unwrap(), "x").unwrap();
+    let back = sgmcmc_runfile::config::Config::from_toml(&cfg.to_toml().unwrap(), "x").unwrap();
     assert_eq!(back, cfg);
 
     let text = text.replace("prior = \"cauchy\"\n", "");

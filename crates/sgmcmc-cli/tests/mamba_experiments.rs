@@ -3,6 +3,9 @@
 //! when the shared data directory is absent), and `[run] map_iterations`.
 
 use serde_json::Value;
+use sgmcmc::estimator::BatchSize;
+use sgmcmc::tuning::GridValues;
+use sgmcmc_runfile::config::{Config, GridSelection, MapOptimizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -144,8 +147,10 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
         }
         assert!(draws <= kept && draws + kept / 10 + 1 >= kept, "{run}");
     }
-    let cfg = std::fs::read_to_string(out.join("configs/sgld.toml")).unwrap();
-    assert!(cfg.contains("select_by = \"rmse\"") && cfg.contains("max_scored_draws = 1000"));
+    let cfg = Config::from_file(&out.join("configs/sgld.toml")).unwrap();
+    let tune = cfg.tune.as_ref().unwrap();
+    assert_eq!(tune.grid_search.select_by, Some(GridSelection::Rmse));
+    assert_eq!(tune.max_scored_draws, Some(1000));
 }
 
 /// The neural network on MNIST at tiny budgets (the MAP by 30 Adam steps, as the authors found
@@ -206,16 +211,22 @@ fn mamba_bnn_runs_end_to_end_on_mnist() {
         let accuracy = run["accuracy"].as_f64().unwrap();
         assert!(accuracy > 0.2 && accuracy <= 1.0, "{run}");
     }
-    let cfg = std::fs::read_to_string(out.join("configs/sgnht.toml")).unwrap();
-    assert!(cfg.contains("from = -5.0") && cfg.contains("select_by = \"accuracy\""));
-    for line in [
-        "map_optimizer = \"adam\"",
-        "map_iterations = 30",
-        "map_learning_rate = 1e-3",
-        "map_batch_size = \"1%\"",
-    ] {
-        assert!(cfg.contains(line), "{line} not in {cfg}");
-    }
+    // The written run file reads back with the re-run grid and the MAP search given.
+    let cfg = Config::from_file(&out.join("configs/sgnht.toml")).unwrap();
+    let tune = cfg.tune.as_ref().unwrap();
+    assert_eq!(
+        tune.grid.log10_step_size,
+        Some(GridValues::Range {
+            from: -5.0,
+            to: -7.5,
+            by: 0.5
+        })
+    );
+    assert_eq!(tune.grid_search.select_by, Some(GridSelection::Accuracy));
+    assert_eq!(cfg.run.map_optimizer, MapOptimizer::Adam);
+    assert_eq!(cfg.run.map_iterations, Some(30));
+    assert_eq!(cfg.run.map_learning_rate, Some(1e-3));
+    assert_eq!(cfg.run.map_batch_size, Some(BatchSize::percent(1.0)));
     // Each finished sampler was saved before the next one started.
     let first = text.find("saved the 1 finished sampler(s)").expect(&text);
     let second = text.find("saved the 2 finished sampler(s)").expect(&text);

@@ -403,6 +403,21 @@ pub enum SplitKind {
     Random,
 }
 
+impl Default for EvaluationConfig {
+    /// No reference, no test split; the default bins and predictive draws.
+    fn default() -> Self {
+        Self {
+            reference: None,
+            test_fraction: None,
+            split: None,
+            split_seed: None,
+            test: None,
+            calibration_bins: default_calibration_bins(),
+            predictive_draws: default_predictive_draws(),
+        }
+    }
+}
+
 fn default_calibration_bins() -> usize {
     sgmcmc::diagnostics::accuracy::CALIBRATION_BINS
 }
@@ -459,6 +474,28 @@ pub struct TuneConfig {
     /// 1/N heuristic.
     #[serde(default)]
     pub grid_search: GridSearchConfig,
+}
+
+impl TuneConfig {
+    /// A `[tune]` table over `grid` with every other key at its default (no budget yet).
+    pub fn new(grid: TuneGrid) -> Self {
+        Self {
+            budget_seconds: None,
+            total_seconds: None,
+            budget_gradient_evaluations: None,
+            total_gradient_evaluations: None,
+            eta: default_eta(),
+            metric: TuneMetric::default(),
+            thin: default_tune_thin(),
+            max_scored_draws: None,
+            scores: TuneScores::default(),
+            score_subsample: default_score_subsample(),
+            threads: None,
+            float_round_count: false,
+            grid,
+            grid_search: GridSearchConfig::default(),
+        }
+    }
 }
 
 fn default_eta() -> usize {
@@ -876,6 +913,15 @@ impl Config {
     /// Parse a run file from text; `path` names it in errors.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, ConfigError> {
         parse_toml(text, path)
+    }
+
+    /// The run file as TOML text (what `from_toml` reads back to an equal value).
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self).map_err(|e| ConfigError {
+            path: String::new(),
+            location: String::new(),
+            message: format!("cannot write the run file: {e}"),
+        })
     }
 
     /// Read and parse a run file; relative data paths are resolved against its directory.

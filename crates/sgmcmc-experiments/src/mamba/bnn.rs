@@ -13,10 +13,14 @@
 //! `map_iterations` (200 by default: each iteration is about one full-data gradient, ≈ 0.5 s
 //! here), or Adam as in the authors' code (5,000 steps at learning rate 1e-3 on 10 % batches).
 
-use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
+use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
-use sgmcmc::tuning::TuneError;
-use sgmcmc_runfile::config::MapOptimizer;
+use sgmcmc::estimator::BatchSize;
+use sgmcmc::tuning::{GridValues, TuneError, TuneGrid};
+use sgmcmc_runfile::config::{
+    DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, MapOptimizer, ModelConfig,
+    RunConfig,
+};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -79,8 +83,16 @@ pub const PAPER_TABLE_9: [[(f64, f64, f64, u64); 3]; 6] = [
 ];
 
 /// SGNHT's grid in the paper's re-run (reference §5.6): log10 step −5 … −7.5.
-pub const SGNHT_GRID: &str = "log10_step_size = { from = -5.0, to = -7.5, by = 0.5 }\n\
-                              batch_size = [\"100%\", \"10%\", \"1%\"]\n";
+pub fn sgnht_grid() -> TuneGrid {
+    TuneGrid {
+        log10_step_size: Some(GridValues::Range {
+            from: -5.0,
+            to: -7.5,
+            by: 0.5,
+        }),
+        ..real_data_grid()
+    }
+}
 
 /// Settings of the experiment.
 #[derive(Debug, Clone, Serialize)]
@@ -97,8 +109,8 @@ pub struct MambaBnnSettings {
     pub map_iterations: Option<usize>,
     /// Adam's learning rate (the authors' NN MAP: 1e-3).
     pub map_learning_rate: f64,
-    /// Adam's minibatch size, a count or a percentage (the authors' NN MAP: "10%").
-    pub map_batch: String,
+    /// Adam's minibatch size (the authors' NN MAP: 10 %).
+    pub map_batch: BatchSize,
     /// MAMBA scores at most this many draws per arm and round.
     pub tune_max_scored: usize,
     /// The test metrics of a window use at most this many of its draws (evenly spaced).
@@ -130,7 +142,7 @@ impl MambaBnnSettings {
             map_optimizer: MapOptimizer::Lbfgs,
             map_iterations: None,
             map_learning_rate: 1e-3,
-            map_batch: "10%".into(),
+            map_batch: BatchSize::percent(10.0),
             tune_max_scored: 300,
             ece_draws: 300,
         }
@@ -138,49 +150,55 @@ impl MambaBnnSettings {
 
     /// The run files' shared part.
     pub fn spec(&self) -> ExperimentSpec {
-        let path = |f: &str| super::toml_path(&self.data_dir.join(f));
+        let path = |f: &str| Some(super::absolute_path(&self.data_dir.join(f)));
         ExperimentSpec {
             title: "MAMBA Bayesian neural network (paper 000 §4.3)".into(),
-            problem_toml: format!(
-                "[data]\nmnist = {}\n\n[model]\nkind = \"bnn\"\nhidden = 100\n\
-                 prior_variance = 1.0\n\n[evaluation]\ncalibration_bins = 10\n\n\
-                 [evaluation.test]\nmnist = {}\n",
-                path("train"),
-                path("t10k")
-            ),
-            grid_toml: REAL_DATA_GRID.into(),
+            data: DataConfig {
+                mnist: path("train"),
+                ..DataConfig::default()
+            },
+            model: ModelConfig::Bnn {
+                hidden: 100,
+                prior_variance: 1.0,
+            },
+            evaluation: Some(EvaluationConfig {
+                calibration_bins: 10,
+                test: Some(DataConfig {
+                    mnist: path("t10k"),
+                    ..DataConfig::default()
+                }),
+                ..EvaluationConfig::default()
+            }),
+            grid: real_data_grid(),
             sghmc_inner_steps: vec![5, 10],
-            grid_search_toml: format!(
-                "estimates = {}\nbatch_size = \"10%\"\nstart_noise = 1.0\nselect_by = \"accuracy\"\n",
-                self.grid_estimates
-            ),
+            grid_search: GridSearchConfig {
+                estimates: Some(self.grid_estimates),
+                batch_size: BatchSize::percent(10.0),
+                start_noise: 1.0,
+                select_by: Some(GridSelection::Accuracy),
+                ..GridSearchConfig::default()
+            },
             tune_thin: 10,
             tune_max_scored: Some(self.tune_max_scored),
-            grid_overrides: vec![(4, SGNHT_GRID.into())],
-            map_toml: self.map_toml(),
+            grid_overrides: vec![(4, sgnht_grid())],
+            map: self.map_run(),
         }
     }
 
-    /// The `[run]` lines of the MAP search.
-    fn map_toml(&self) -> String {
+    /// The `[run]` table's MAP search.
+    fn map_run(&self) -> RunConfig {
         match self.map_optimizer {
-            MapOptimizer::Lbfgs => format!(
-                "map_iterations = {}\n",
-                self.map_iterations.unwrap_or(DEFAULT_LBFGS_ITERATIONS)
-            ),
-            MapOptimizer::Adam => {
-                let batch = if self.map_batch.trim_end().ends_with('%') {
-                    format!("\"{}\"", self.map_batch.trim())
-                } else {
-                    self.map_batch.trim().to_string()
-                };
-                format!(
-                    "map_optimizer = \"adam\"\nmap_iterations = {}\nmap_learning_rate = {:e}\n\
-                     map_batch_size = {batch}\n",
-                    self.map_iterations.unwrap_or(DEFAULT_ADAM_ITERATIONS),
-                    self.map_learning_rate
-                )
-            }
+            MapOptimizer::Lbfgs => RunConfig {
+                map_iterations: Some(self.map_iterations.unwrap_or(DEFAULT_LBFGS_ITERATIONS)),
+                ..RunConfig::default()
+            },
+            MapOptimizer::Adam => RunConfig {
+                map_optimizer: MapOptimizer::Adam,
+                map_iterations: Some(self.map_iterations.unwrap_or(DEFAULT_ADAM_ITERATIONS)),
+                map_learning_rate: Some(self.map_learning_rate),
+                map_batch_size: Some(self.map_batch),
+                ..RunConfig::default()
+            },
         }
     }
 }
@@ -307,7 +325,7 @@ pub struct MambaBnnReport {
 }
 
 /// The run file of sampler `index`.
-pub fn config_text(settings: &MambaBnnSettings, index: usize) -> String {
+pub fn config_text(settings: &MambaBnnSettings, index: usize) -> Result<String, TuneError> {
     super::config_text(&settings.spec(), &settings.harness, index, false)
 }
 

@@ -18,10 +18,15 @@
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
+use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
 use sgmcmc::tuning::TuneError;
-use sgmcmc_runfile::config::Config;
+use sgmcmc::tuning::{GridValues, TuneGrid};
+use sgmcmc_runfile::config::{
+    DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, PriorKind,
+    RunConfig, SyntheticConfig, SyntheticGenerator,
+};
 use sgmcmc_runfile::pipeline;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -204,34 +209,51 @@ impl MambaLogregSettings {
     pub fn spec(&self) -> ExperimentSpec {
         ExperimentSpec {
             title: "MAMBA logistic regression (paper 000 §4.1)".into(),
-            problem_toml: format!(
-                r#"[data]
-synthetic = {{ rows = {rows}, dim = {dim}, seed = {data_seed}, generator = "mamba" }}
-
-[model]
-kind = "logistic"
-prior_variance = 10.0
-
-[evaluation]
-test_fraction = {test_fraction}
-"#,
-                rows = self.rows,
-                dim = self.dim,
-                data_seed = self.data_seed,
-                test_fraction = self.test_fraction,
-            ),
-            grid_toml: "log10_step_size = { from = -1.0, to = -7.5, by = 0.5 }\n\
-                        batch_size = [\"100%\", \"10%\", \"1%\", \"0.1%\"]\n"
-                .into(),
+            data: DataConfig {
+                synthetic: Some(SyntheticConfig {
+                    rows: self.rows,
+                    dim: self.dim,
+                    seed: self.data_seed,
+                    generator: SyntheticGenerator::Mamba,
+                }),
+                ..DataConfig::default()
+            },
+            model: ModelConfig::Logistic {
+                prior_variance: 10.0,
+                intercept: false,
+                prior: PriorKind::Normal,
+                prior_scale: None,
+            },
+            evaluation: Some(EvaluationConfig {
+                test_fraction: Some(self.test_fraction),
+                ..EvaluationConfig::default()
+            }),
+            grid: TuneGrid {
+                log10_step_size: Some(GridValues::Range {
+                    from: -1.0,
+                    to: -7.5,
+                    by: 0.5,
+                }),
+                batch_size: Some(vec![
+                    BatchSize::percent(100.0),
+                    BatchSize::percent(10.0),
+                    BatchSize::percent(1.0),
+                    BatchSize::percent(0.1),
+                ]),
+                ..TuneGrid::default()
+            },
             sghmc_inner_steps: vec![5, 10],
-            grid_search_toml: format!(
-                "estimates = {}\nbatch_size = \"10%\"\nstart_noise = 0.2\nselect_by = \"log_loss\"\n",
-                self.grid_estimates
-            ),
+            grid_search: GridSearchConfig {
+                estimates: Some(self.grid_estimates),
+                batch_size: BatchSize::percent(10.0),
+                start_noise: 0.2,
+                select_by: Some(GridSelection::LogLoss),
+                ..GridSearchConfig::default()
+            },
             tune_thin: 10,
             tune_max_scored: None,
             grid_overrides: Vec::new(),
-            map_toml: String::new(),
+            map: RunConfig::default(),
         }
     }
 }
@@ -293,7 +315,11 @@ pub struct MambaLogregReport {
 }
 
 /// The run file of sampler `index` (data, model, test split, `[tune]` grid of App. C.1.3).
-pub fn config_text(settings: &MambaLogregSettings, index: usize, fssd: bool) -> String {
+pub fn config_text(
+    settings: &MambaLogregSettings,
+    index: usize,
+    fssd: bool,
+) -> Result<String, TuneError> {
     super::config_text(&settings.spec(), &settings.harness(), index, fssd)
 }
 
@@ -409,8 +435,7 @@ pub fn run(
     if settings.final_runs == 0 {
         return Err(other("--final-runs must be at least 1".into()));
     }
-    let base_cfg = Config::from_toml(&config_text(settings, 0, false), "mamba-logreg")
-        .map_err(|e| other(e.to_string()))?;
+    let base_cfg = super::run_config(&settings.spec(), &settings.harness(), 0, false)?;
     let t = Instant::now();
     let prepared = pipeline::prepare(&base_cfg).map_err(|e| other(e.to_string()))?;
     log(&format!(
@@ -496,7 +521,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     let _ = writeln!(s, "| sampler | {} |", methods.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
     for r in &report.samplers {
-        let idx = SAMPLERS.iter().position(|x| x.0 == r.sampler).unwrap_or(0);
+        let idx = SAMPLERS.iter().position(|x| *x == r.sampler).unwrap_or(0);
         let cells: Vec<String> = r
             .methods
             .iter()

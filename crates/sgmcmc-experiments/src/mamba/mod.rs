@@ -15,74 +15,91 @@ pub mod pmf;
 use crate::plot::{self, Figure, Panel, PlotError, Series};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy::{self, PredictiveMetrics};
+use sgmcmc::estimator::BatchSize;
 use sgmcmc::io::TimingSink;
 use sgmcmc::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use sgmcmc::runner::NoProgress;
+use sgmcmc::settings::{EstimatorKind, EstimatorSettings, GridValue, SamplerSettings};
 use sgmcmc::stein::{ImqKernel, Kernel, ksd};
 use sgmcmc::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
-use sgmcmc_runfile::config::Config;
+use sgmcmc::tuning::{GridValues, TuneGrid};
+use sgmcmc_runfile::config::{
+    Config, DataConfig, EvaluationConfig, GridSearchConfig, ModelConfig, RunConfig, SamplerTable,
+    TuneConfig, TuneMetric,
+};
 use sgmcmc_runfile::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-/// The six samplers: (name, `[sampler]` table body, estimator).
-pub const SAMPLERS: [(&str, &str, &str); 6] = [
-    ("SGLD", "kind = \"sgld\"\nstep_size = 1e-5", "minibatch"),
-    (
-        "SGLD-CV",
-        "kind = \"sgld\"\nstep_size = 1e-5",
-        "control_variates",
-    ),
-    (
-        "SGHMC",
-        "kind = \"sghmc\"\nstep_size = 1e-6\ninner_steps = 5",
-        "minibatch",
-    ),
-    (
-        "SGHMC-CV",
-        "kind = \"sghmc\"\nstep_size = 1e-6\ninner_steps = 5",
-        "control_variates",
-    ),
-    ("SGNHT", "kind = \"sgnht\"\nstep_size = 1e-6", "minibatch"),
-    (
-        "SGNHT-CV",
-        "kind = \"sgnht\"\nstep_size = 1e-6",
-        "control_variates",
-    ),
-];
+/// The six samplers, by name; [`sampler_settings`] gives each one's settings.
+pub const SAMPLERS: [&str; 6] = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"];
 
-/// What an experiment puts into each sampler's run file.
+/// Sampler `index` of [`SAMPLERS`]: its settings (the step is MAMBA's to choose) and its
+/// gradient estimator (minibatch, or control variates at the MAP for the -CV variants).
+pub fn sampler_settings(index: usize) -> Option<(SamplerSettings, EstimatorKind)> {
+    let estimator = if index.is_multiple_of(2) {
+        EstimatorKind::Minibatch
+    } else {
+        EstimatorKind::ControlVariates
+    };
+    let sampler = match index / 2 {
+        0 => SamplerSettings::sgld(1e-5),
+        1 => SamplerSettings::sghmc(1e-6, 5),
+        2 => SamplerSettings::sgnht(1e-6),
+        _ => return None,
+    };
+    Some((sampler, estimator))
+}
+
+/// What an experiment puts into each sampler's run.
 #[derive(Debug, Clone)]
 pub struct ExperimentSpec {
-    /// First line of the run file, e.g. "MAMBA logistic regression (paper 000 §4.1)".
+    /// What the run files say they are, e.g. "MAMBA logistic regression (paper 000 §4.1)".
     pub title: String,
-    /// The `[data]`, `[model]` and `[evaluation]` tables (TOML).
-    pub problem_toml: String,
-    /// The body of `[tune.grid]` (e.g. `log10_step_size = { … }` and `batch_size = [ … ]`).
-    pub grid_toml: String,
-    /// SGHMC's inner steps L on the grid (empty: the `[sampler]` table's L only).
+    /// The data.
+    pub data: DataConfig,
+    /// The model and its prior.
+    pub model: ModelConfig,
+    /// The test split or test files and the metrics' settings.
+    pub evaluation: Option<EvaluationConfig>,
+    /// MAMBA's grid (step sizes and batch sizes).
+    pub grid: TuneGrid,
+    /// SGHMC's inner steps L on the grid (empty: the sampler's L only).
     pub sghmc_inner_steps: Vec<usize>,
-    /// The body of `[tune.grid_search]` (estimates, batch size, start noise, `select_by`).
-    pub grid_search_toml: String,
+    /// The grid-search baseline (estimates, batch size, start noise, selection).
+    pub grid_search: GridSearchConfig,
     /// Thinning of MAMBA's draws before the metric.
     pub tune_thin: usize,
-    /// `[tune] max_scored_draws`: at most this many draws per arm and round scored.
+    /// At most this many draws per arm and round scored.
     pub tune_max_scored: Option<usize>,
-    /// Per-sampler `[tune.grid]` bodies replacing `grid_toml` (index into [`SAMPLERS`]), e.g.
-    /// the BNN experiment's SGNHT re-run on log10 steps −5 … −7.5.
-    pub grid_overrides: Vec<(usize, String)>,
-    /// Extra `[run]` lines for the MAP search (`map_optimizer`, `map_iterations`, …; empty:
-    /// the defaults, 2,000 L-BFGS iterations).
-    pub map_toml: String,
+    /// Per-sampler grids replacing `grid` (index into [`SAMPLERS`]), e.g. the BNN
+    /// experiment's SGNHT re-run on log10 steps −5 … −7.5.
+    pub grid_overrides: Vec<(usize, TuneGrid)>,
+    /// The MAP search: the `map_*` keys of this `[run]` table (its other keys are the
+    /// harness's to set).
+    pub map: RunConfig,
 }
 
 /// The grid of the PMF and neural-network experiments (App. C.2.3, C.3.3): log10 step
 /// −2, −2.5, …, −7.5 × batch 100, 10, 1 % (36 arms; SGHMC adds L ∈ {5, 10}).
-pub const REAL_DATA_GRID: &str = "log10_step_size = { from = -2.0, to = -7.5, by = 0.5 }\n\
-                                  batch_size = [\"100%\", \"10%\", \"1%\"]\n";
+pub fn real_data_grid() -> TuneGrid {
+    TuneGrid {
+        log10_step_size: Some(GridValues::Range {
+            from: -2.0,
+            to: -7.5,
+            by: 0.5,
+        }),
+        batch_size: Some(vec![
+            BatchSize::percent(100.0),
+            BatchSize::percent(10.0),
+            BatchSize::percent(1.0),
+        ]),
+        ..TuneGrid::default()
+    }
+}
 
 /// The harness's settings (each experiment maps its own settings onto these).
 #[derive(Debug, Clone, Serialize)]
@@ -117,73 +134,82 @@ pub struct HarnessSettings {
     pub final_burn_in: f64,
 }
 
-/// The run file of sampler `index`: the spec's problem and grid, `[run]` for the final runs,
-/// and `[tune]` with the metric (KSD, or FSSD-opt when `fssd`).
+/// The run of sampler `index` as a run file's typed value: the spec's problem and grid,
+/// `[run]` for the final runs (one chain for `final_seconds`), and `[tune]` with the metric
+/// (KSD, or FSSD-opt when `fssd`).
+pub fn run_config(
+    spec: &ExperimentSpec,
+    settings: &HarnessSettings,
+    index: usize,
+    fssd: bool,
+) -> Result<Config, TuneError> {
+    let (method, estimator) = sampler_settings(index).ok_or_else(|| {
+        TuneError::Grid(format!(
+            "sampler index {index} out of range (0..{})",
+            SAMPLERS.len()
+        ))
+    })?;
+    let mut grid = spec
+        .grid_overrides
+        .iter()
+        .find(|(i, _)| *i == index)
+        .map_or(&spec.grid, |(_, g)| g)
+        .clone();
+    if matches!(method, SamplerSettings::Sghmc { .. }) && !spec.sghmc_inner_steps.is_empty() {
+        let inner = spec
+            .sghmc_inner_steps
+            .iter()
+            .map(|&l| GridValue::Integer(l as i64))
+            .collect();
+        grid.sampler.insert("inner_steps".into(), inner);
+    }
+    let tune = TuneConfig {
+        budget_seconds: Some(settings.budget_seconds),
+        metric: if fssd {
+            TuneMetric::Fssd
+        } else {
+            TuneMetric::Ksd
+        },
+        thin: spec.tune_thin,
+        max_scored_draws: spec.tune_max_scored,
+        score_subsample: settings.score_subsample,
+        threads: Some(settings.threads),
+        grid_search: spec.grid_search.clone(),
+        ..TuneConfig::new(grid)
+    };
+    Ok(Config {
+        data: spec.data.clone(),
+        model: spec.model.clone(),
+        sampler: SamplerTable {
+            method,
+            schedule: None,
+        },
+        gradient: EstimatorSettings {
+            estimator,
+            ..EstimatorSettings::default()
+        },
+        run: RunConfig {
+            seed: settings.seed,
+            chains: 1,
+            budget_seconds: Some(settings.final_seconds),
+            ..spec.map.clone()
+        },
+        evaluation: spec.evaluation.clone(),
+        tune: Some(tune),
+    })
+}
+
+/// The run file of sampler `index` ([`run_config`]) as TOML text, headed by the spec's
+/// title: what `sgmcmc experiment` writes beside its results, for `sgmcmc tune` to rerun.
 pub fn config_text(
     spec: &ExperimentSpec,
     settings: &HarnessSettings,
     index: usize,
     fssd: bool,
-) -> String {
-    let (name, sampler, estimator) = SAMPLERS[index];
-    let grid = spec
-        .grid_overrides
-        .iter()
-        .find(|(i, _)| *i == index)
-        .map_or(spec.grid_toml.as_str(), |(_, g)| g.as_str());
-    let max_scored = spec
-        .tune_max_scored
-        .map_or(String::new(), |m| format!("max_scored_draws = {m}\n"));
-    let inner = if sampler.contains("sghmc") && !spec.sghmc_inner_steps.is_empty() {
-        let l: Vec<String> = spec
-            .sghmc_inner_steps
-            .iter()
-            .map(|l| l.to_string())
-            .collect();
-        format!("inner_steps = [{}]\n", l.join(", "))
-    } else {
-        String::new()
-    };
-    format!(
-        r#"# {title}: {name}
-{problem}
-[sampler]
-{sampler}
-
-[gradient]
-estimator = "{estimator}"
-
-[run]
-seed = {seed}
-chains = 1
-budget_seconds = {final_seconds}
-{map}
-[tune]
-budget_seconds = {budget}
-metric = "{metric}"
-thin = {thin}
-score_subsample = {m}
-threads = {threads}
-{max_scored}
-[tune.grid]
-{grid}
-{inner}
-[tune.grid_search]
-{grid_search}
-"#,
-        title = spec.title,
-        problem = spec.problem_toml.trim_end().to_string() + "\n",
-        seed = settings.seed,
-        final_seconds = settings.final_seconds,
-        map = spec.map_toml,
-        budget = settings.budget_seconds,
-        metric = if fssd { "fssd" } else { "ksd" },
-        thin = spec.tune_thin,
-        m = settings.score_subsample,
-        threads = settings.threads,
-        grid = grid.trim_end(),
-        grid_search = spec.grid_search_toml.trim_end(),
-    )
+) -> Result<String, TuneError> {
+    let cfg = run_config(spec, settings, index, fssd)?;
+    let text = cfg.to_toml().map_err(|e| TuneError::Grid(e.to_string()))?;
+    Ok(format!("# {}: {}\n{text}", spec.title, SAMPLERS[index]))
 }
 
 /// A finished final run, handed to [`FinalMetrics::measure`].
@@ -542,10 +568,9 @@ pub fn prepare_problem(
     log: &mut dyn FnMut(&str),
 ) -> Result<Prepared, TuneError> {
     let index = settings.samplers.first().copied().unwrap_or(0);
-    let cfg = Config::from_toml(&config_text(spec, settings, index, false), name)
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
+    let cfg = run_config(spec, settings, index, false)?;
     let t = Instant::now();
-    let prepared = pipeline::prepare(&cfg).map_err(|e| TuneError::Grid(e.to_string()))?;
+    let prepared = pipeline::prepare(&cfg).map_err(|e| TuneError::Grid(format!("{name}: {e}")))?;
     log(&format!(
         "data: N = {}, D = {}, {:.1} s",
         prepared.model().num_data(),
@@ -575,8 +600,7 @@ pub fn run_samplers<M: FinalMetrics>(
         return Err(other("--final-runs must be at least 1".into()));
     }
     let t = Instant::now();
-    let base = Config::from_toml(&config_text(spec, settings, 0, false), "MAP")
-        .map_err(|e| other(e.to_string()))?;
+    let base = run_config(spec, settings, 0, false)?;
     let map = pipeline::find_run_map(&base, prepared.model()).map_err(|e| other(e.to_string()))?;
     log(&format!(
         "MAP: {} {} iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
@@ -591,12 +615,8 @@ pub fn run_samplers<M: FinalMetrics>(
     ));
     let mut samplers = Vec::new();
     for &index in &settings.samplers {
-        let name = SAMPLERS
-            .get(index)
-            .ok_or_else(|| other(format!("sampler index {index} out of range (0..6)")))?
-            .0;
-        let cfg = Config::from_toml(&config_text(spec, settings, index, false), name)
-            .map_err(|e| other(e.to_string()))?;
+        let cfg = run_config(spec, settings, index, false)?;
+        let name = SAMPLERS[index];
         let session = TuneSession::from_map(&cfg, prepared, map.clone())?;
         let mamba_settings = session.mamba_settings()?;
         let mut chosen = Vec::new();
@@ -630,8 +650,7 @@ pub fn run_samplers<M: FinalMetrics>(
             timing = Some(timing_ksd);
         }
         if settings.fssd || settings.fssd_only {
-            let cfg_f = Config::from_toml(&config_text(spec, settings, index, true), name)
-                .map_err(|e| other(e.to_string()))?;
+            let cfg_f = run_config(spec, settings, index, true)?;
             let session_f = TuneSession::from_map(&cfg_f, prepared, map.clone())?;
             let t = Instant::now();
             let s = session_f.mamba_settings()?;
@@ -930,10 +949,9 @@ pub fn fmt_num(x: f64) -> String {
     }
 }
 
-/// A path as a TOML string (absolute, so the run files work from anywhere).
-pub fn toml_path(p: &Path) -> String {
-    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    toml::Value::String(abs.display().to_string()).to_string()
+/// `p` made absolute, so the run files work from anywhere.
+pub fn absolute_path(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// The column of a method in the papers' three-method tables (Tables 6–9: MAMBA-KSD, grid
@@ -972,7 +990,7 @@ pub fn choice_table<R>(
     let _ = writeln!(s, "| sampler | {} |", methods.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
     for r in samplers {
-        let idx = SAMPLERS.iter().position(|x| x.0 == r.sampler).unwrap_or(0);
+        let idx = SAMPLERS.iter().position(|x| *x == r.sampler).unwrap_or(0);
         let cells: Vec<String> = r
             .methods
             .iter()
@@ -998,7 +1016,7 @@ pub fn final_table<R>(
     let _ = writeln!(s, "| sampler | {} |", methods.join(" | "));
     let _ = writeln!(s, "|---|{}", "---|".repeat(methods.len()));
     for r in samplers {
-        let idx = SAMPLERS.iter().position(|x| x.0 == r.sampler).unwrap_or(0);
+        let idx = SAMPLERS.iter().position(|x| *x == r.sampler).unwrap_or(0);
         let cells: Vec<String> = r.methods.iter().map(|m| cell(idx, m)).collect();
         let _ = writeln!(s, "| {} | {} |", r.sampler, cells.join(" | "));
     }
@@ -1127,15 +1145,10 @@ mod tests {
     /// test fail (a kept row missing from the cache; restored).
     #[test]
     fn prefix_ksd_curve_matches_the_direct_ksd_of_each_prefix() {
-        let cfg = Config::from_toml(
-            "[data]\nsynthetic = { rows = 2000, dim = 3, seed = 5 }\n\n[model]\n\
-             kind = \"logistic\"\n\n[sampler]\nkind = \"sgld\"\nstep_size = 1e-4\n\n\
-             [run]\niterations = 10\n",
-            "test",
-        )
-        .unwrap();
-        let prepared = pipeline::prepare(&cfg).unwrap();
-        let model = prepared.model();
+        let (data, _) = sgmcmc::data::synthetic::logistic_regression(2000, 3, 5);
+        let prior = sgmcmc::model::NormalPrior::new(10.0).unwrap();
+        let glm = sgmcmc::model::Glm::new(data, sgmcmc::model::Bernoulli, prior, false).unwrap();
+        let model: &dyn sgmcmc::model::Model = &glm;
         let dim = model.dim();
         let p = 401;
         // Deterministic, irregular draws near the origin.
@@ -1179,6 +1192,34 @@ mod tests {
             let want = ksd(&kept, &scores.scores(&kept), dim, &imq).unwrap().ksd;
             assert!((got - want).abs() <= 1e-12 * want, "{window:?}");
         }
+    }
+
+    /// The run files the experiments write (`configs/*.toml`) read back to the typed runs the
+    /// harness executes, for every experiment and sampler (an unserialisable or lossy key
+    /// would fail here).
+    #[test]
+    fn written_run_files_read_back_to_the_runs_executed() {
+        let logreg = logreg::MambaLogregSettings::default();
+        let pmf = pmf::MambaPmfSettings::new(PathBuf::from("movielens"));
+        let mut bnn = bnn::MambaBnnSettings::new(PathBuf::from("mnist"));
+        bnn.map_optimizer = sgmcmc_runfile::config::MapOptimizer::Adam;
+        let cases = [
+            (logreg.spec(), logreg.harness()),
+            (pmf.spec(), pmf.harness.clone()),
+            (bnn.spec(), bnn.harness.clone()),
+        ];
+        for (spec, harness) in &cases {
+            for index in 0..SAMPLERS.len() {
+                for fssd in [false, true] {
+                    let cfg = run_config(spec, harness, index, fssd).unwrap();
+                    let text = config_text(spec, harness, index, fssd).unwrap();
+                    assert!(text.starts_with(&format!("# {}", spec.title)));
+                    assert_eq!(Config::from_toml(&text, "written").unwrap(), cfg, "{text}");
+                }
+            }
+        }
+        let err = run_config(&cases[0].0, &cases[0].1, 6, false).unwrap_err();
+        assert!(err.to_string().contains("out of range"), "{err}");
     }
 
     #[test]

@@ -11,11 +11,15 @@
 //! FLOPs, so MAMBA scores at most `tune_max_scored` draws per arm and round, and a final run's
 //! KSD at most `final_max_scored`.
 
-use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, REAL_DATA_GRID};
+use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
+use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::tuning::TuneError;
+use sgmcmc_runfile::config::{
+    DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, RunConfig,
+};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -126,26 +130,41 @@ impl MambaPmfSettings {
 
     /// The run files' shared part.
     pub fn spec(&self) -> ExperimentSpec {
-        let path = |f: &str| super::toml_path(&self.data_dir.join(f));
+        let path = |f: &str| Some(super::absolute_path(&self.data_dir.join(f)));
         ExperimentSpec {
             title: "MAMBA matrix factorisation (paper 000 §4.2)".into(),
-            problem_toml: format!(
-                "[data]\nmovielens = {}\n\n[model]\nkind = \"pmf\"\nlatent_dim = 20\n\
-                 precision = 3.0\nhyper_shape = 4.0\nhyper_rate = 5.0\n\n\
-                 [evaluation.test]\nmovielens = {}\n",
-                path("u1.base"),
-                path("u1.test")
-            ),
-            grid_toml: REAL_DATA_GRID.into(),
+            data: DataConfig {
+                movielens: path("u1.base"),
+                ..DataConfig::default()
+            },
+            model: ModelConfig::Pmf {
+                latent_dim: 20,
+                precision: 3.0,
+                hyper_shape: 4.0,
+                hyper_rate: 5.0,
+                users: None,
+                items: None,
+            },
+            evaluation: Some(EvaluationConfig {
+                test: Some(DataConfig {
+                    movielens: path("u1.test"),
+                    ..DataConfig::default()
+                }),
+                ..EvaluationConfig::default()
+            }),
+            grid: real_data_grid(),
             sghmc_inner_steps: vec![5, 10],
-            grid_search_toml: format!(
-                "iterations = {}\nbatch_size = \"10%\"\nstart_noise = 1.0\nselect_by = \"rmse\"\n",
-                self.grid_iterations
-            ),
+            grid_search: GridSearchConfig {
+                iterations: self.grid_iterations,
+                batch_size: BatchSize::percent(10.0),
+                start_noise: 1.0,
+                select_by: Some(GridSelection::Rmse),
+                ..GridSearchConfig::default()
+            },
             tune_thin: 10,
             tune_max_scored: Some(self.tune_max_scored),
             grid_overrides: Vec::new(),
-            map_toml: String::new(),
+            map: RunConfig::default(),
         }
     }
 }
@@ -287,7 +306,7 @@ pub struct MambaPmfReport {
 }
 
 /// The run file of sampler `index`.
-pub fn config_text(settings: &MambaPmfSettings, index: usize) -> String {
+pub fn config_text(settings: &MambaPmfSettings, index: usize) -> Result<String, TuneError> {
     super::config_text(&settings.spec(), &settings.harness, index, false)
 }
 

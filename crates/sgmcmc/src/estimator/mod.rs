@@ -148,7 +148,7 @@ impl<'de> serde::Deserialize<'de> for BatchSize {
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 v.strip_suffix('%')
                     .and_then(|p| p.trim().parse::<f64>().ok())
-                    .map(|p| BatchSize::Fraction(p / 100.0))
+                    .map(BatchSize::percent)
                     .ok_or_else(|| {
                         E::custom(format!(
                             "batch_size: cannot read {v:?}; use a count, a fraction or \"1%\""
@@ -187,7 +187,31 @@ pub enum EstimatorError {
     BadUpdateRate(usize),
 }
 
+/// From the command line: a count (`600`), a fraction of N (`0.1`) or a percentage (`"10%"`).
+impl std::str::FromStr for BatchSize {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let t = text.trim();
+        let parsed = match t.strip_suffix('%') {
+            Some(p) => p.trim().parse::<f64>().ok().map(BatchSize::percent),
+            None => t
+                .parse::<usize>()
+                .map(BatchSize::Count)
+                .ok()
+                .or_else(|| t.parse::<f64>().ok().map(BatchSize::Fraction)),
+        };
+        parsed.ok_or_else(|| {
+            format!("batch size {text:?}: use a count, a fraction of N or a percentage like \"1%\"")
+        })
+    }
+}
+
 impl BatchSize {
+    /// `percent` % of N, as a run file's `"1%"` reads (the fraction `percent / 100`).
+    pub fn percent(percent: f64) -> Self {
+        BatchSize::Fraction(percent / 100.0)
+    }
+
     /// The number of data points for a data set of `n` points.
     pub fn resolve(self, n: usize) -> Result<usize, EstimatorError> {
         match self {

@@ -20,17 +20,21 @@
 use super::laplace::{LaplaceApproximation, laplace_at, map_options};
 use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
+use crate::io::SinkError;
 use crate::io::{ParameterRow, summarize_parameters};
 use crate::model::Model;
 use crate::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::optim::{MapError, MapResult, find_map};
 use crate::rng::{chain_stream, fill_standard_normal};
-use crate::runner::{ChainReport, Progress};
+use crate::runner::{Budget, ChainObserver, ChainPlan, ChainReport, Progress, Transition, drive};
 use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, HasDims, LogpError, Settings};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// The nuts-rs release this module is written against (recorded in the reference file).
@@ -393,6 +397,7 @@ fn run_chain(
         .new_chain(c as u64, CpuMath::new(density), &mut rng)
         .map_err(|e| start_error(&e))?;
     chain.set_position(&init).map_err(|e| start_error(&e))?;
+    let init_position = init.clone();
 
     let total = settings.warmup + settings.draws;
     progress.chain_started(c, Some(total));
@@ -407,26 +412,29 @@ fn run_chain(
         init,
         seconds: 0.0,
     };
-    for it in 0..total {
-        let (position, info) = chain.draw().map_err(|e| NutsError::Sampler {
-            chain: c,
-            iteration: it + 1,
-            message: format!("{e:#}"),
-        })?;
-        report.gradient_evaluations += info.num_steps;
-        let warming_up = it < settings.warmup;
-        if info.diverging {
-            if warming_up {
-                report.warmup_divergences += 1;
-            } else {
-                report.divergences += 1;
-            }
-        }
-        if !warming_up {
-            report.step_size = info.step_size;
-            draws.extend_from_slice(&position);
-        }
-        progress.advanced(c, it + 1);
+    let mut step = NutsStep {
+        chain,
+        chain_index: c,
+        position: init_position,
+        iterations: 0,
+        last: LastTransition::default(),
+        math: PhantomData,
+    };
+    let mut recorder = NutsRecorder {
+        warmup: settings.warmup,
+        draws: &mut draws,
+        report: &mut report,
+        progress,
+    };
+    let plan = ChainPlan {
+        budget: Budget::Iterations(settings.draws),
+        burn_in: settings.warmup,
+        thin: 1,
+    };
+    let outcome = drive(&mut step, &plan, &mut recorder, &AtomicBool::new(false))
+        .expect("NUTS keeps its draws in memory and cannot fail to store them");
+    if let Some(failure) = outcome.failure {
+        return Err(failure);
     }
     report.non_finite = non_finite.get();
     report.seconds = started.elapsed().as_secs_f64();
@@ -443,6 +451,93 @@ fn run_chain(
         },
     );
     Ok((report, draws))
+}
+
+/// What one NUTS transition reported.
+#[derive(Debug, Clone, Copy, Default)]
+struct LastTransition {
+    gradient_evaluations: u64,
+    diverging: bool,
+    step_size: f64,
+}
+
+/// A nuts-rs chain as a [`Transition`] of the runner's loop: a step is one `draw` (warm-up
+/// adaptation included). NUTS handles its own divergent transitions (counted, never fatal),
+/// so the state always counts as finite; a sampler error ends the chain with a [`NutsError`].
+struct NutsStep<C, M> {
+    chain: C,
+    chain_index: usize,
+    position: Vec<f64>,
+    /// Draws so far (warm-up included), for the error message.
+    iterations: usize,
+    last: LastTransition,
+    math: PhantomData<M>,
+}
+
+impl<M: nuts_rs::Math, C: Chain<M>> Transition for NutsStep<C, M> {
+    type Failure = NutsError;
+
+    fn position(&self) -> &[f64] {
+        &self.position
+    }
+
+    fn is_finite(&self) -> bool {
+        true
+    }
+
+    fn step(&mut self) -> Result<(), NutsError> {
+        let (position, info) = self.chain.draw().map_err(|e| NutsError::Sampler {
+            chain: self.chain_index,
+            iteration: self.iterations + 1,
+            message: format!("{e:#}"),
+        })?;
+        self.position.copy_from_slice(&position);
+        self.iterations += 1;
+        self.last = LastTransition {
+            gradient_evaluations: info.num_steps,
+            diverging: info.diverging,
+            step_size: info.step_size,
+        };
+        Ok(())
+    }
+}
+
+/// Watches a NUTS chain: divergences (warm-up apart), gradient evaluations, the adapted step,
+/// the draws after warm-up and the progress.
+struct NutsRecorder<'a> {
+    warmup: usize,
+    draws: &'a mut Vec<f64>,
+    report: &'a mut NutsChainReport,
+    progress: &'a dyn Progress,
+}
+
+impl<C, M> ChainObserver<NutsStep<C, M>> for NutsRecorder<'_>
+where
+    M: nuts_rs::Math,
+    C: Chain<M>,
+{
+    fn kept(&mut self, step: &NutsStep<C, M>) -> Result<(), SinkError> {
+        self.draws.extend_from_slice(&step.position);
+        Ok(())
+    }
+
+    fn iterated(&mut self, iteration: usize, step: &NutsStep<C, M>) -> ControlFlow<()> {
+        let last = step.last;
+        self.report.gradient_evaluations += last.gradient_evaluations;
+        let warming_up = iteration <= self.warmup;
+        if last.diverging {
+            if warming_up {
+                self.report.warmup_divergences += 1;
+            } else {
+                self.report.divergences += 1;
+            }
+        }
+        if !warming_up {
+            self.report.step_size = last.step_size;
+        }
+        self.progress.advanced(step.chain_index, iteration);
+        ControlFlow::Continue(())
+    }
 }
 
 /// Pooled mean, sd and covariance (D × D row-major, divisor S − 1) of the chains' draws. Without
