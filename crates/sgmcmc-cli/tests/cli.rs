@@ -746,7 +746,7 @@ fn every_mh_test_runs_from_the_config() {
 /// Bad `kind = "mh"` tables: each error names the offending key or value.
 #[test]
 fn mh_config_errors_name_the_problem() {
-    let cases: [(&str, &str, &[&str]); 9] = [
+    let cases: [(&str, &str, &[&str]); 10] = [
         (
             "batch_size = 50",
             "batch_size = 201",
@@ -783,6 +783,11 @@ fn mh_config_errors_name_the_problem() {
             "{ kind = \"random_walk\", sd = 0.1 }",
             "{ kind = \"langevin\", step_size = 1e-3 }",
             &["SVRG"],
+        ),
+        (
+            "temperature = 1.0",
+            "temperature = 1.0\nschedule = { kind = \"polynomial\", b = 10 }",
+            &["mh", "no step schedule"],
         ),
     ];
     for (from, to, fragments) in cases {

@@ -21,16 +21,15 @@
 
 use rayon::prelude::*;
 use serde::Serialize;
-use sgmcmc::estimator::FullBatch;
 use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, CorrectionTable, ExactRule,
-    ExactTest, FailurePolicy, MhSampler, MhStatistics, Proposal, VarianceEstimate, WorkshopTest,
+    ExactTest, FailurePolicy, MhKernel, MhStatistics, Proposal, VarianceEstimate, WorkshopTest,
 };
 use sgmcmc::model::{DataIndex, GaussianMixtureModel, Model, Scratch};
 use sgmcmc::rng::stream;
-use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
-use sgmcmc::sampler::{Sampler, SamplerError};
+use sgmcmc::runner::{Budget, ChainKernel, ChainObserver, ChainPlan, drive_kernel};
+use sgmcmc::sampler::SamplerError;
 use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -417,9 +416,13 @@ fn run_chain(
     stream_index: u64,
 ) -> Result<ChainRun, MhMixtureError> {
     let mut rng = stream(seed, stream_index);
-    let mut sampler = MhSampler::new(model, Proposal::RandomWalk { sd: s.proposal_sd }, test)?;
-    // The random walk computes no gradient; the estimator is only the trait's argument.
-    let mut estimator = FullBatch::new(model);
+    // The random walk computes no gradient: the kernel has no estimator.
+    let mut sampler = MhKernel::new(
+        model,
+        Proposal::RandomWalk { sd: s.proposal_sd },
+        test,
+        None,
+    )?;
     let plan = ChainPlan {
         budget: Budget::Iterations(s.iterations),
         burn_in: s.burn_in,
@@ -430,9 +433,8 @@ fn run_chain(
         draws: Vec::with_capacity(2 * s.iterations),
         burn_in_stats: MhStatistics::default(),
     };
-    drive_chain(
+    drive_kernel(
         &mut sampler,
-        &mut estimator,
         &mut rng,
         &s.start,
         &plan,
@@ -454,17 +456,17 @@ struct MixtureRecord {
     burn_in_stats: MhStatistics,
 }
 
-impl ChainObserver<MhSampler<'_>> for MixtureRecord {
-    fn started(&mut self, sampler: &MhSampler<'_>) {
+impl ChainObserver<MhKernel<'_>> for MixtureRecord {
+    fn started(&mut self, sampler: &MhKernel<'_>) {
         self.burn_in_stats = sampler.statistics().clone();
     }
 
-    fn kept(&mut self, sampler: &MhSampler<'_>) -> Result<(), SinkError> {
+    fn kept(&mut self, sampler: &MhKernel<'_>) -> Result<(), SinkError> {
         self.draws.extend_from_slice(sampler.position());
         Ok(())
     }
 
-    fn iterated(&mut self, iteration: usize, sampler: &MhSampler<'_>) -> ControlFlow<()> {
+    fn iterated(&mut self, iteration: usize, sampler: &MhKernel<'_>) -> ControlFlow<()> {
         if iteration == self.burn_in {
             self.burn_in_stats = sampler.statistics().clone();
         }

@@ -27,18 +27,17 @@
 use serde::Serialize;
 use sgmcmc::data::idx::mnist_pair;
 use sgmcmc::data::{DataError, Dataset, Features, Matrix};
-use sgmcmc::estimator::FullBatch;
 use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionTable, ExactRule, ExactTest,
-    FailurePolicy, MhSampler, MhStatistics, Proposal, VarianceEstimate,
+    FailurePolicy, MhKernel, MhStatistics, Proposal, VarianceEstimate,
 };
 use sgmcmc::model::{
     Bernoulli, DataIndex, LogisticRegression, Model, ModelError, NormalPrior, Scratch,
 };
 use sgmcmc::rng::{ChainRng, stream};
-use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
-use sgmcmc::sampler::{Sampler, SamplerError};
+use sgmcmc::runner::{Budget, ChainKernel, ChainObserver, ChainPlan, drive_kernel};
+use sgmcmc::sampler::SamplerError;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -494,9 +493,8 @@ fn run_chain(
     mut rng: ChainRng,
     on_record: &mut dyn FnMut(&CurvePoint),
 ) -> Result<(Vec<CurvePoint>, MhStatistics), MhMnistError> {
-    let mut sampler = MhSampler::new(train, Proposal::RandomWalk { sd: proposal_sd }, test)?;
-    // The random walk computes no gradient; the estimator is only a placeholder.
-    let mut estimator = FullBatch::new(train);
+    // The random walk computes no gradient: the kernel has no estimator.
+    let mut sampler = MhKernel::new(train, Proposal::RandomWalk { sd: proposal_sd }, test, None)?;
     let theta0 = vec![1.0; train.dim()];
     let plan = ChainPlan {
         budget: Budget::Iterations(record_at.last().copied().unwrap_or(0)),
@@ -510,9 +508,8 @@ fn run_chain(
         curve: Vec::with_capacity(record_at.len()),
         on_record,
     };
-    drive_chain(
+    drive_kernel(
         &mut sampler,
-        &mut estimator,
         &mut rng,
         &theta0,
         &plan,
@@ -533,7 +530,7 @@ struct CurveRecord<'a, 't> {
 }
 
 impl CurveRecord<'_, '_> {
-    fn record(&mut self, iteration: usize, sampler: &MhSampler<'_>) {
+    fn record(&mut self, iteration: usize, sampler: &MhKernel<'_>) {
         while self.record_at.get(self.next) == Some(&iteration) {
             let (test_accuracy, test_log_lik) = self.test_set.evaluate(sampler.position());
             let stats = sampler.statistics();
@@ -551,16 +548,16 @@ impl CurveRecord<'_, '_> {
     }
 }
 
-impl ChainObserver<MhSampler<'_>> for CurveRecord<'_, '_> {
-    fn started(&mut self, sampler: &MhSampler<'_>) {
+impl ChainObserver<MhKernel<'_>> for CurveRecord<'_, '_> {
+    fn started(&mut self, sampler: &MhKernel<'_>) {
         self.record(0, sampler);
     }
 
-    fn kept(&mut self, _sampler: &MhSampler<'_>) -> Result<(), SinkError> {
+    fn kept(&mut self, _sampler: &MhKernel<'_>) -> Result<(), SinkError> {
         Ok(())
     }
 
-    fn iterated(&mut self, iteration: usize, sampler: &MhSampler<'_>) -> ControlFlow<()> {
+    fn iterated(&mut self, iteration: usize, sampler: &MhKernel<'_>) -> ControlFlow<()> {
         self.record(iteration, sampler);
         ControlFlow::Continue(())
     }

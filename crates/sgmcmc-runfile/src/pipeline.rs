@@ -20,7 +20,9 @@ use sgmcmc::model::{
 };
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
-use sgmcmc::runner::{self, Budget, Chain, Progress, RunError, RunReport, RunSettings};
+use sgmcmc::runner::{
+    self, Budget, Chain, ChainKernel, Progress, RunError, RunReport, RunSettings, SamplerKernel,
+};
 use sgmcmc::sampler::{Sampler, SamplerError, Scheduled, StepSchedule};
 use sgmcmc::settings::{SamplerSettings, SettingsError};
 use std::path::{Path, PathBuf};
@@ -476,17 +478,33 @@ pub fn build_sampler(
     }
 }
 
-/// [`build_sampler`] for any method, including those that read the model themselves (MH).
-pub fn build_sampler_for<'m>(
-    cfg: &SamplerTable,
+/// The kernel of one chain as the `[sampler]` and `[gradient]` tables describe: the sampler
+/// ([`build_sampler`], with its schedule) driven by its own estimator about `centre`, or
+/// minibatch MH (no schedule; an estimator only for a gradient proposal).
+pub fn build_chain_kernel<'m>(
+    cfg: &Config,
     settings: &RunSettings,
     model: &'m dyn Model,
-) -> Result<Box<dyn Sampler + 'm>, PipelineError> {
-    let sampler = cfg.method.build_for(model).map_err(sampler_table)?;
-    match resolve_schedule(cfg, sampler.step_size(), settings)? {
-        None => Ok(sampler),
-        Some(schedule) => Ok(Box::new(Scheduled::new(sampler, schedule)?)),
+    centre: Option<&[f64]>,
+) -> Result<Box<dyn ChainKernel + Send + 'm>, PipelineError> {
+    let method = &cfg.sampler.method;
+    if method.is_mh() && cfg.sampler.schedule.is_some() {
+        return Err(sampler_table(SettingsError::MhSchedule));
     }
+    let sampler = if method.is_mh() {
+        None
+    } else {
+        Some(build_sampler(&cfg.sampler, settings)?)
+    };
+    let estimator = if method.uses_gradient() {
+        Some(cfg.gradient.build(model, centre).map_err(gradient_table)?)
+    } else {
+        None
+    };
+    Ok(match (sampler, estimator) {
+        (Some(sampler), Some(estimator)) => Box::new(SamplerKernel::new(sampler, estimator)),
+        (_, estimator) => Box::new(method.build_mh(model, estimator).map_err(sampler_table)?),
+    })
 }
 
 /// The `schedule` of the `[sampler]` table resolved against the method's `step` (in its own
@@ -509,7 +527,14 @@ pub fn resolve_schedule(
 pub fn check_run(cfg: &Config, model: &dyn Model) -> Result<RunSettings, PipelineError> {
     let settings = run_settings(cfg)?;
     cfg.run.map_search().map_err(PipelineError::Other)?;
-    build_sampler_for(&cfg.sampler, &settings, model)?;
+    if cfg.sampler.method.is_mh() {
+        if cfg.sampler.schedule.is_some() {
+            return Err(sampler_table(SettingsError::MhSchedule));
+        }
+        cfg.sampler.method.check_for(model).map_err(sampler_table)?;
+    } else {
+        build_sampler(&cfg.sampler, &settings)?;
+    }
     cfg.gradient.check(model).map_err(gradient_table)?;
     cfg.sampler
         .method
@@ -822,12 +847,7 @@ fn execute_keeping_draws(
             _ => inits[c].clone(),
         };
         Ok(Chain {
-            sampler: build_sampler_for(&cfg.sampler, &settings, model).map_err(setup)?,
-            estimator: cfg
-                .gradient
-                .build(model, centre)
-                .map_err(gradient_table)
-                .map_err(setup)?,
+            kernel: build_chain_kernel(cfg, &settings, model, centre).map_err(setup)?,
             init,
         })
     };

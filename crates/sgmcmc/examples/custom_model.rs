@@ -136,11 +136,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = run(
         &settings,
         |_chain, _rng| {
-            Ok(Chain {
-                sampler: winner.sampler.build()?,
-                estimator: winner.gradient.build(&model, Some(&map.theta))?,
-                init: map.theta.clone(),
-            })
+            Ok(Chain::sampler(
+                winner.sampler.build()?,
+                winner.gradient.build(&model, Some(&map.theta))?,
+                map.theta.clone(),
+            ))
         },
         &sink,
         &NoProgress,

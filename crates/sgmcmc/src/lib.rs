@@ -42,11 +42,11 @@
 //! let settings = RunSettings { seed: 0, chains: 2, budget: Budget::Iterations(1_000), burn_in: 100, thin: 1 };
 //! let sink = MemorySink::new(settings.chains, model.dim());
 //! let chain = |_, _: &mut _| {
-//!     Ok(Chain {
-//!         sampler: winner.sampler.build()?,
-//!         estimator: winner.gradient.build(&model, Some(&map.theta))?,
-//!         init: map.theta.clone(),
-//!     })
+//!     Ok(Chain::sampler(
+//!         winner.sampler.build()?,
+//!         winner.gradient.build(&model, Some(&map.theta))?,
+//!         map.theta.clone(),
+//!     ))
 //! };
 //! run(&settings, chain, &sink, &NoProgress)?;
 //! assert_eq!(sink.into_chains()[0].len(), 1_000 * model.dim());

@@ -525,17 +525,17 @@ fn sgld_with_control_variates_matches_exact_gradient_variance() {
                 let mut theta0 = vec![0.0; 1];
                 fill_standard_normal(rng, &mut theta0);
                 theta0[0] += m;
-                Ok::<_, RunError>(Chain {
-                    sampler: Box::new(Sgld::new(StepSize::Langevin(eps), 1.0).unwrap()),
-                    estimator: if label == "CV" {
+                Ok::<_, RunError>(Chain::sampler(
+                    Box::new(Sgld::new(StepSize::Langevin(eps), 1.0).unwrap()),
+                    if label == "CV" {
                         Box::new(
                             ControlVariates::new(&model, BatchSize::Count(n), &centre).unwrap(),
                         )
                     } else {
                         Box::new(Svrg::new(&model, BatchSize::Count(n), None).unwrap())
                     },
-                    init: theta0,
-                })
+                    theta0,
+                ))
             },
             &sink,
             &NoProgress,

@@ -10,16 +10,18 @@
 mod common;
 
 use common::{batch_means_mcse, gtm, normals};
-use sgmcmc::estimator::FullBatch;
+use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, CorrectionTable, ExactRule,
-    ExactTest, FailurePolicy, LikelihoodRatios, MhSampler, Outcome, Proposal, VarianceEstimate,
+    ExactTest, FailurePolicy, LikelihoodRatios, MhKernel, Outcome, Proposal, VarianceEstimate,
     WorkshopTest, corrected_barker_decision,
 };
 use sgmcmc::model::{GaussianModel, Model};
 use sgmcmc::rng::{ChainRng, stream};
-use sgmcmc::sampler::{Sampler, standard_normal};
+use sgmcmc::runner::{Budget, ChainKernel, ChainObserver, ChainPlan, drive_kernel};
+use sgmcmc::sampler::standard_normal;
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use std::sync::atomic::AtomicBool;
 
 fn barker(delta: f64) -> f64 {
     1.0 / (1.0 + (-delta).exp())
@@ -238,26 +240,43 @@ fn full_data_decisions_are_exact() {
     }
 }
 
-/// A chain of `iterations` MH steps from `start`; returns the draws (every `thin`-th).
+/// Keeps θ of every kept draw.
+struct Draws(Vec<f64>);
+
+impl ChainObserver<MhKernel<'_>> for Draws {
+    fn kept(&mut self, kernel: &MhKernel<'_>) -> Result<(), SinkError> {
+        self.0.extend_from_slice(kernel.position());
+        Ok(())
+    }
+}
+
+/// A chain of `iterations` MH steps from `start` through the runner's loop; returns the draws
+/// (every `thin`-th).
 fn chain(
-    sampler: &mut MhSampler<'_>,
-    model: &dyn Model,
+    kernel: &mut MhKernel<'_>,
     start: f64,
     iterations: usize,
     thin: usize,
     seed: u64,
 ) -> Vec<f64> {
-    let mut estimator = FullBatch::new(model);
     let mut rng: ChainRng = stream(seed, 0);
-    sampler.start(&[start], &mut estimator, &mut rng);
-    let mut draws = Vec::with_capacity(iterations / thin);
-    for k in 1..=iterations {
-        sampler.step(&mut estimator, &mut rng);
-        if k % thin == 0 {
-            draws.push(sampler.position()[0]);
-        }
-    }
-    draws
+    let plan = ChainPlan {
+        budget: Budget::Iterations(iterations),
+        burn_in: 0,
+        thin,
+    };
+    let mut draws = Draws(Vec::with_capacity(iterations / thin));
+    let outcome = drive_kernel(
+        kernel,
+        &mut rng,
+        &[start],
+        &plan,
+        &mut draws,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert!(outcome.divergence.is_none());
+    draws.0
 }
 
 /// √n·D_n of `draws` against N(mean, sd²).
@@ -307,15 +326,16 @@ fn barker_chain_matches_the_tempered_posterior_and_fails_without_the_correction(
         } else {
             test
         };
-        MhSampler::new(
+        MhKernel::new(
             &m,
             Proposal::RandomWalk { sd },
             AcceptanceTest::Barker(test),
+            None,
         )
         .unwrap()
     };
     let mut sampler = build(false);
-    let draws = chain(&mut sampler, &m, mean, 200_000, 50, 64);
+    let draws = chain(&mut sampler, mean, 200_000, 50, 64);
     let ks = ks_statistic(&draws, mean, sd);
     let (mu, var) = (common::mean(&draws), common::var(&draws));
     let mcse = batch_means_mcse(&draws);
@@ -338,7 +358,7 @@ fn barker_chain_matches_the_tempered_posterior_and_fails_without_the_correction(
     );
 
     let mut ablated = build(true);
-    let draws = chain(&mut ablated, &m, mean, 200_000, 50, 64);
+    let draws = chain(&mut ablated, mean, 200_000, 50, 64);
     let ks_ablated = ks_statistic(&draws, mean, sd);
     let var_ablated = common::var(&draws);
     eprintln!(
@@ -363,13 +383,14 @@ fn barker_chain_matches_the_untempered_posterior() {
         VarianceEstimate::FinitePopulation,
     )
     .unwrap();
-    let mut sampler = MhSampler::new(
+    let mut sampler = MhKernel::new(
         &m,
         Proposal::RandomWalk { sd: 0.5 * sd },
         AcceptanceTest::Barker(test),
+        None,
     )
     .unwrap();
-    let draws = chain(&mut sampler, &m, mean, 200_000, 20, 65);
+    let draws = chain(&mut sampler, mean, 200_000, 20, 65);
     let ks = ks_statistic(&draws, mean, sd);
     let stats = sampler.statistics();
     eprintln!(
@@ -455,10 +476,11 @@ fn bad_settings_are_errors_naming_the_problem() {
     assert!(e.contains("tolerance"), "{e}");
     let m = model(10, 9);
     let test = ExactTest::new(ExactRule::Barker, 1.0).unwrap();
-    let e = MhSampler::new(
+    let e = MhKernel::new(
         &m,
         Proposal::RandomWalk { sd: -1.0 },
         AcceptanceTest::Exact(test),
+        None,
     )
     .err()
     .expect("negative sd")

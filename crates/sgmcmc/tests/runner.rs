@@ -56,11 +56,11 @@ fn run_chains<'m>(
             let mut init = vec![0.0; d];
             fill_standard_normal(rng, &mut init);
             init.iter_mut().for_each(|v| *v *= 0.1);
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(step(c)), 1.0).unwrap()),
-                estimator: est(),
+            Ok(Chain::sampler(
+                Box::new(Sgld::new(StepSize::Langevin(step(c)), 1.0).unwrap()),
+                est(),
                 init,
-            })
+            ))
         },
         &sink,
         &NoProgress,
@@ -238,11 +238,11 @@ fn a_non_finite_score_at_the_start_is_a_divergence_at_iteration_zero() {
     let r = run(
         &settings(1, 1, 100, 0, 1),
         |_, _| {
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-                estimator: Box::new(FullBatch::new(&model)),
-                init: vec![1e308],
-            })
+            Ok(Chain::sampler(
+                Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
+                Box::new(FullBatch::new(&model)),
+                vec![1e308],
+            ))
         },
         &sink,
         &NoProgress,
@@ -263,11 +263,11 @@ fn a_non_finite_initial_point_is_a_setup_error() {
     let r = run(
         &settings(1, 2, 100, 0, 1),
         |c, _| {
-            Ok(Chain {
-                sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-                estimator: Box::new(FullBatch::new(&model)),
-                init: vec![if c == 1 { f64::NAN } else { 0.0 }],
-            })
+            Ok(Chain::sampler(
+                Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
+                Box::new(FullBatch::new(&model)),
+                vec![if c == 1 { f64::NAN } else { 0.0 }],
+            ))
         },
         &sink,
         &NoProgress,
@@ -329,11 +329,11 @@ fn invalid_settings_are_errors_not_panics() {
     }
 
     let chain = || -> Result<Chain<'_>, RunError> {
-        Ok(Chain {
-            sampler: Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
-            estimator: est(),
-            init: vec![0.0],
-        })
+        Ok(Chain::sampler(
+            Box::new(Sgld::new(StepSize::Langevin(0.1), 1.0).unwrap()),
+            est(),
+            vec![0.0],
+        ))
     };
 
     // A chain that cannot be built stops the run with its number.

@@ -220,11 +220,11 @@ fn psgld_with_unit_preconditioner_is_bitwise_sgld_and_one_step_by_hand() {
                 } else {
                     Box::new(Sgld::new(StepSize::Langevin(eps), 1.0).unwrap())
                 };
-                Ok::<_, RunError>(Chain {
+                Ok::<_, RunError>(Chain::sampler(
                     sampler,
-                    estimator: Box::new(Minibatch::new(&model, BatchSize::Count(20)).unwrap()),
-                    init: vec![0.3, -0.2],
-                })
+                    Box::new(Minibatch::new(&model, BatchSize::Count(20)).unwrap()),
+                    vec![0.3, -0.2],
+                ))
             },
             &sink,
             &NoProgress,
@@ -528,11 +528,11 @@ fn sghmc_stability_regression() {
                     gradient_before_position_update: compat,
                     ..NO_RESAMPLING
                 };
-                Ok::<_, RunError>(Chain {
-                    sampler: Box::new(sghmc(eta, 1, alpha, 0.0, options)),
-                    estimator: Box::new(FullBatch::new(&model)),
-                    init: vec![0.5],
-                })
+                Ok::<_, RunError>(Chain::sampler(
+                    Box::new(sghmc(eta, 1, alpha, 0.0, options)),
+                    Box::new(FullBatch::new(&model)),
+                    vec![0.5],
+                ))
             },
             &sink,
             &NoProgress,

@@ -236,11 +236,11 @@ fn thermostat_samplers_do_not_return_constant_samples() {
                     2 => Box::new(Badodab::new(0.01, BadodabSettings::default()).unwrap()),
                     _ => Box::new(Sgnht::new(1e-4, SgnhtSettings::default()).unwrap()),
                 };
-                Ok::<_, RunError>(Chain {
+                Ok::<_, RunError>(Chain::sampler(
                     sampler,
-                    estimator: Box::new(Minibatch::new(&model, BatchSize::Count(10)).unwrap()),
-                    init: m.clone(),
-                })
+                    Box::new(Minibatch::new(&model, BatchSize::Count(10)).unwrap()),
+                    m.clone(),
+                ))
             },
             &sink,
             &NoProgress,

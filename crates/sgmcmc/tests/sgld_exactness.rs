@@ -35,11 +35,11 @@ fn run_sgld<'m>(
             let mut theta0 = vec![0.0; d];
             fill_standard_normal(rng, &mut theta0);
             theta0.iter_mut().zip(init).for_each(|(t, m)| *t += m);
-            Ok::<_, RunError>(Chain {
-                sampler: Box::new(Sgld::new(step, temperature).unwrap()),
-                estimator: make_estimator(),
-                init: theta0,
-            })
+            Ok::<_, RunError>(Chain::sampler(
+                Box::new(Sgld::new(step, temperature).unwrap()),
+                make_estimator(),
+                theta0,
+            ))
         },
         &sink,
         &NoProgress,

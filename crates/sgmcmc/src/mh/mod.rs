@@ -10,20 +10,21 @@
 //!   s ≥ 1.2, the bank), Austerity's sequential t-test, the exact full-data Barker and
 //!   Metropolis tests;
 //! - [`proposal`]: random walk, Langevin and Hamiltonian proposals with their density ratios;
-//! - [`sampler`]: [`MhSampler`], proposal + test as an ordinary [`crate::sampler::Sampler`],
-//!   with outcome counts for the run summary.
+//! - [`kernel`]: [`MhKernel`], proposal + test as a chain kernel of its own
+//!   ([`crate::runner::ChainKernel`]; only gradient proposals hold an estimator), with outcome
+//!   counts for the run summary.
 
 pub mod correction;
+pub mod kernel;
 pub mod proposal;
 pub mod ratio;
-pub mod sampler;
 pub mod test;
 
 pub use crate::sampler::MhStatistics;
 pub use correction::{CorrectionBank, CorrectionTable, correction_table};
+pub use kernel::{AcceptanceTest, MhKernel};
 pub use proposal::Proposal;
 pub use ratio::LikelihoodRatios;
-pub use sampler::{AcceptanceTest, MhSampler};
 pub use test::{
     AusterityTest, BarkerTest, Decision, ExactRule, ExactTest, FailurePolicy, Outcome,
     VarianceEstimate, WorkshopTest, corrected_barker_decision,

@@ -107,7 +107,8 @@ impl ProposalState {
     }
 
     /// Draw θ' (into `proposal`) from q(· | `current`); returns log q(θ|θ') − log q(θ'|θ).
-    /// Gradients follow the tempered target: ∇log p₀ + (ĝ − ∇log p₀)/T.
+    /// Gradients follow the tempered target: ∇log p₀ + (ĝ − ∇log p₀)/T. The random walk uses
+    /// no `estimator`; the gradient proposals need one (the MH kernel's constructor checks).
     #[allow(clippy::too_many_arguments)]
     pub fn propose(
         &mut self,
@@ -116,9 +117,16 @@ impl ProposalState {
         proposal: &mut [f64],
         model: &dyn Model,
         temperature: f64,
-        estimator: &mut dyn GradientEstimator,
+        estimator: Option<&mut dyn GradientEstimator>,
         rng: &mut ChainRng,
     ) -> f64 {
+        proposal.copy_from_slice(current);
+        if let Proposal::RandomWalk { sd } = *kind {
+            add_scaled_noise(proposal, sd, rng);
+            return 0.0;
+        }
+        let estimator =
+            estimator.expect("the MH kernel is built with an estimator for gradient proposals");
         let mut prior_gradient = std::mem::take(&mut self.prior_gradient);
         let mut tempered = Tempered {
             estimator,
@@ -126,12 +134,8 @@ impl ProposalState {
             temperature,
             prior_gradient: &mut prior_gradient,
         };
-        proposal.copy_from_slice(current);
         let ratio = match *kind {
-            Proposal::RandomWalk { sd } => {
-                add_scaled_noise(proposal, sd, rng);
-                0.0
-            }
+            Proposal::RandomWalk { .. } => unreachable!("returned above"),
             Proposal::Langevin { step_size: eps } => {
                 tempered.estimator.reuse_batch(true);
                 tempered.estimate(current, &mut self.current_score, rng);

@@ -8,9 +8,9 @@ use super::budget::{Budget, BudgetClock};
 use crate::estimator::GradientEstimator;
 use crate::io::SinkError;
 use crate::rng::ChainRng;
-use crate::sampler::Sampler;
+use crate::sampler::{Sampler, SamplerStatistics};
 use std::convert::Infallible;
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How long one chain runs and which iterations it keeps.
@@ -174,47 +174,166 @@ pub fn drive<T: Transition + ?Sized>(
     Ok(outcome)
 }
 
-/// A sampler with its estimator and stream, as a [`Transition`]: one step is
-/// `sampler.step(estimator, rng)`; the state is finite when θ and the recorded score are.
-struct SamplerChain<'a, S: ?Sized> {
-    sampler: &'a mut S,
-    estimator: &'a mut dyn GradientEstimator,
-    rng: &'a mut ChainRng,
+/// A self-contained Markov chain kernel that the runner can start anywhere and step with a
+/// random stream it is handed: a stochastic-gradient sampler with its gradient estimator
+/// ([`SamplerKernel`]), or minibatch Metropolis–Hastings ([`crate::mh::MhKernel`]), which
+/// needs no estimator unless its proposal uses gradients.
+pub trait ChainKernel {
+    /// Start (or restart) the chain at `init`.
+    fn start(&mut self, init: &[f64], rng: &mut ChainRng);
+    /// One transition.
+    fn step(&mut self, rng: &mut ChainRng);
+    /// The current position θ.
+    fn position(&self) -> &[f64];
+    /// Whether the chain's state is finite (default: θ).
+    fn is_finite(&self) -> bool {
+        all_finite(self.position())
+    }
+    /// Per-datum gradient evaluations since the last start (for
+    /// [`Budget::GradientEvaluations`]; default 0).
+    fn gradient_evaluations(&self) -> u64 {
+        0
+    }
+    /// The kernel's own counts for the run summary (an MH test's outcomes).
+    fn statistics(&self) -> Option<SamplerStatistics> {
+        None
+    }
+}
+
+/// A sampler with its gradient estimator as a [`ChainKernel`]: a start restarts the estimator
+/// and then the sampler at θ₀; a step is `sampler.step(estimator, rng)`; the state is finite
+/// when θ and the recorded score are. `P` owns or borrows the sampler (`Box<dyn Sampler>`,
+/// `&mut S`), `Q` the estimator.
+pub struct SamplerKernel<P, Q> {
+    sampler: P,
+    estimator: Q,
     /// Evaluations of the start and of every step so far (without the estimator's extras).
     counted: u64,
+    /// Evaluations of one step (fixed at the start).
     per_step: u64,
 }
 
-impl<S: Sampler + ?Sized> Transition for SamplerChain<'_, S> {
-    type Failure = Infallible;
+impl<P, Q> SamplerKernel<P, Q> {
+    /// `sampler` driven by `estimator`.
+    pub fn new(sampler: P, estimator: Q) -> Self {
+        Self {
+            sampler,
+            estimator,
+            counted: 0,
+            per_step: 0,
+        }
+    }
+}
+
+impl<'e, P, Q> ChainKernel for SamplerKernel<P, Q>
+where
+    P: DerefMut,
+    P::Target: Sampler,
+    Q: DerefMut<Target = dyn GradientEstimator + 'e>,
+{
+    fn start(&mut self, init: &[f64], rng: &mut ChainRng) {
+        let per_estimate = self.estimator.cost_per_estimate() as u64;
+        self.counted = per_estimate;
+        self.per_step = self.sampler.estimates_per_step() as u64 * per_estimate;
+        self.estimator.restart(init);
+        self.sampler.start(init, &mut *self.estimator, rng);
+    }
+    fn step(&mut self, rng: &mut ChainRng) {
+        self.sampler.step(&mut *self.estimator, rng);
+        self.counted += self.per_step;
+    }
     fn position(&self) -> &[f64] {
         self.sampler.position()
     }
     fn is_finite(&self) -> bool {
         all_finite(self.sampler.position()) && all_finite(self.sampler.score())
     }
-    fn step(&mut self) -> Result<(), Infallible> {
-        self.sampler.step(self.estimator, self.rng);
-        self.counted += self.per_step;
-        Ok(())
-    }
     fn gradient_evaluations(&self) -> u64 {
         self.counted + self.estimator.extra_evaluations_since_restart()
     }
+    fn statistics(&self) -> Option<SamplerStatistics> {
+        self.sampler.statistics()
+    }
 }
 
-/// Shows a sampler observer the sampler inside a [`SamplerChain`].
+/// A kernel with its stream, as a [`Transition`].
+struct Streamed<'a, K: ?Sized> {
+    kernel: &'a mut K,
+    rng: &'a mut ChainRng,
+}
+
+impl<K: ChainKernel + ?Sized> Transition for Streamed<'_, K> {
+    type Failure = Infallible;
+    fn position(&self) -> &[f64] {
+        self.kernel.position()
+    }
+    fn is_finite(&self) -> bool {
+        self.kernel.is_finite()
+    }
+    fn step(&mut self) -> Result<(), Infallible> {
+        self.kernel.step(self.rng);
+        Ok(())
+    }
+    fn gradient_evaluations(&self) -> u64 {
+        self.kernel.gradient_evaluations()
+    }
+}
+
+/// Shows a kernel observer the kernel inside [`Streamed`].
+struct KernelView<'o, K: ?Sized>(&'o mut dyn ChainObserver<K>);
+
+impl<K: ?Sized> ChainObserver<Streamed<'_, K>> for KernelView<'_, K> {
+    fn started(&mut self, chain: &Streamed<'_, K>) {
+        self.0.started(chain.kernel);
+    }
+    fn kept(&mut self, chain: &Streamed<'_, K>) -> Result<(), SinkError> {
+        self.0.kept(chain.kernel)
+    }
+    fn iterated(&mut self, iteration: usize, chain: &Streamed<'_, K>) -> ControlFlow<()> {
+        self.0.iterated(iteration, chain.kernel)
+    }
+}
+
+/// Run one kernel chain from `init`: start `kernel` there with `rng`, then [`drive`] it under
+/// `plan`, handing every kept draw to `observer` (which sees the kernel itself).
+pub fn drive_kernel<K: ChainKernel + ?Sized>(
+    kernel: &mut K,
+    rng: &mut ChainRng,
+    init: &[f64],
+    plan: &ChainPlan,
+    observer: &mut dyn ChainObserver<K>,
+    stop: &AtomicBool,
+) -> Result<ChainOutcome, SinkError> {
+    kernel.start(init, rng);
+    drive(
+        &mut Streamed { kernel, rng },
+        plan,
+        &mut KernelView(observer),
+        stop,
+    )
+}
+
+/// Shows a sampler observer the sampler inside a borrowed [`SamplerKernel`].
 struct SamplerView<'o, S: ?Sized>(&'o mut dyn ChainObserver<S>);
 
-impl<S: ?Sized> ChainObserver<SamplerChain<'_, S>> for SamplerView<'_, S> {
-    fn started(&mut self, chain: &SamplerChain<'_, S>) {
-        self.0.started(chain.sampler);
+impl<'s, 'e, S: ?Sized> ChainObserver<SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>>
+    for SamplerView<'_, S>
+{
+    fn started(&mut self, kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>) {
+        self.0.started(kernel.sampler);
     }
-    fn kept(&mut self, chain: &SamplerChain<'_, S>) -> Result<(), SinkError> {
-        self.0.kept(chain.sampler)
+    fn kept(
+        &mut self,
+        kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>,
+    ) -> Result<(), SinkError> {
+        self.0.kept(kernel.sampler)
     }
-    fn iterated(&mut self, iteration: usize, chain: &SamplerChain<'_, S>) -> ControlFlow<()> {
-        self.0.iterated(iteration, chain.sampler)
+    fn iterated(
+        &mut self,
+        iteration: usize,
+        kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>,
+    ) -> ControlFlow<()> {
+        self.0.iterated(iteration, kernel.sampler)
     }
 }
 
@@ -229,16 +348,13 @@ pub fn drive_chain<S: Sampler + ?Sized>(
     observer: &mut dyn ChainObserver<S>,
     stop: &AtomicBool,
 ) -> Result<ChainOutcome, SinkError> {
-    let per_estimate = estimator.cost_per_estimate() as u64;
-    let per_step = sampler.estimates_per_step() as u64 * per_estimate;
-    estimator.restart(init);
-    sampler.start(init, estimator, rng);
-    let mut chain = SamplerChain {
-        sampler,
-        estimator,
+    let mut kernel = SamplerKernel::new(sampler, estimator);
+    drive_kernel(
+        &mut kernel,
         rng,
-        counted: per_estimate,
-        per_step,
-    };
-    drive(&mut chain, plan, &mut SamplerView(observer), stop)
+        init,
+        plan,
+        &mut SamplerView(observer),
+        stop,
+    )
 }

@@ -14,7 +14,8 @@ mod progress;
 
 pub use budget::{Budget, thread_cpu_seconds};
 pub use chain::{
-    ChainObserver, ChainOutcome, ChainPlan, Divergence, Transition, all_finite, drive, drive_chain,
+    ChainKernel, ChainObserver, ChainOutcome, ChainPlan, Divergence, SamplerKernel, Transition,
+    all_finite, drive, drive_chain, drive_kernel,
 };
 pub use progress::{NoProgress, Progress};
 
@@ -41,14 +42,28 @@ pub struct RunSettings {
     pub thin: usize,
 }
 
-/// One chain, ready to run: its sampler, its gradient estimator and its starting point.
+/// One chain, ready to run: its kernel (a sampler with its own gradient estimator,
+/// [`Chain::sampler`], or any other [`ChainKernel`] such as minibatch MH) and its starting
+/// point.
 pub struct Chain<'a> {
-    /// The scheme.
-    pub sampler: Box<dyn Sampler + 'a>,
-    /// The chain's own gradient estimator.
-    pub estimator: Box<dyn GradientEstimator + 'a>,
+    /// The chain's kernel.
+    pub kernel: Box<dyn ChainKernel + Send + 'a>,
     /// θ₀.
     pub init: Vec<f64>,
+}
+
+impl<'a> Chain<'a> {
+    /// `sampler` driven by the chain's own `estimator`, from `init`.
+    pub fn sampler(
+        sampler: Box<dyn Sampler + 'a>,
+        estimator: Box<dyn GradientEstimator + 'a>,
+        init: Vec<f64>,
+    ) -> Self {
+        Chain {
+            kernel: Box::new(SamplerKernel::new(sampler, estimator)),
+            init,
+        }
+    }
 }
 
 /// What one chain did.
@@ -231,12 +246,12 @@ struct Recorder<'w> {
     progress: &'w dyn Progress,
 }
 
-impl<S: Sampler + ?Sized> ChainObserver<S> for Recorder<'_> {
-    fn kept(&mut self, sampler: &S) -> Result<(), SinkError> {
-        self.writer.push(sampler.position())
+impl<K: ChainKernel + ?Sized> ChainObserver<K> for Recorder<'_> {
+    fn kept(&mut self, kernel: &K) -> Result<(), SinkError> {
+        self.writer.push(kernel.position())
     }
 
-    fn iterated(&mut self, iteration: usize, _sampler: &S) -> std::ops::ControlFlow<()> {
+    fn iterated(&mut self, iteration: usize, _kernel: &K) -> std::ops::ControlFlow<()> {
         if iteration.is_multiple_of(PROGRESS_EVERY) {
             self.progress.advanced(self.chain, iteration);
         }
@@ -253,11 +268,7 @@ fn run_chain(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<ChainReport, RunError> {
-    let Chain {
-        mut sampler,
-        mut estimator,
-        init,
-    } = chain;
+    let Chain { mut kernel, init } = chain;
     let start = Instant::now();
     progress.chain_started(c, settings.budget.total_iterations(settings.burn_in));
     let sink_err = |source| RunError::Sink { chain: c, source };
@@ -271,16 +282,8 @@ fn run_chain(
         writer,
         progress,
     };
-    let outcome = drive_chain(
-        sampler.as_mut(),
-        estimator.as_mut(),
-        &mut rng,
-        &init,
-        &plan,
-        &mut recorder,
-        stop,
-    )
-    .map_err(sink_err)?;
+    let outcome = drive_kernel(kernel.as_mut(), &mut rng, &init, &plan, &mut recorder, stop)
+        .map_err(sink_err)?;
     recorder.writer.finish().map_err(sink_err)?;
     let report = ChainReport {
         chain: c,
@@ -289,7 +292,7 @@ fn run_chain(
         seconds: start.elapsed().as_secs_f64(),
         divergence: outcome.divergence,
         interrupted: outcome.interrupted,
-        sampler_statistics: sampler.statistics(),
+        sampler_statistics: kernel.statistics(),
     };
     progress.chain_finished(c, &report);
     Ok(report)

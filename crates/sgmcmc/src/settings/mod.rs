@@ -41,10 +41,16 @@ pub enum SettingsError {
     OneStepKey(&'static str),
     /// `kind = "mh"` asked for without a model.
     #[error(
-        "kind = \"mh\" reads the model itself: it runs under `sgmcmc run`, not here (e.g. MAMBA \
-         tunes the stochastic-gradient samplers only)"
+        "kind = \"mh\" is a chain kernel of its own that reads the model: it runs under \
+         `sgmcmc run`, not here (e.g. MAMBA tunes the stochastic-gradient samplers only)"
     )]
     MhNeedsModel,
+    /// A step schedule for minibatch MH, whose proposal scale is fixed.
+    #[error("kind = \"mh\" takes no step schedule: its proposal scale is fixed for the run")]
+    MhSchedule,
+    /// A stochastic-gradient sampler where minibatch MH was expected.
+    #[error("this needs kind = \"mh\"")]
+    NotMh,
     /// The MH test's batch increment exceeds the data.
     #[error("batch_size = {batch} is larger than the data (N = {n})")]
     MhBatchTooLarge {

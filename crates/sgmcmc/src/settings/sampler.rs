@@ -4,9 +4,10 @@
 use super::{EstimatorKind, EstimatorSettings, SettingsError};
 use crate::mh::{
     self, AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, ExactRule, ExactTest,
-    MhSampler, WorkshopTest,
+    MhKernel, WorkshopTest,
 };
 use crate::model::Model;
+use crate::runner::{ChainKernel, SamplerKernel};
 use crate::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
     CovarianceShape, Psgld, PsgldSettings, Sampler, Sghmc, SghmcOptions, SghmcSettings, Sgld,
@@ -418,14 +419,14 @@ impl SamplerSettings {
             .map_err(|e| SettingsError::Key(e.to_string()))
     }
 
-    /// Whether this is minibatch Metropolis–Hastings (`kind = "mh"`), which reads the model
-    /// itself ([`SamplerSettings::build_for`]).
+    /// Whether this is minibatch Metropolis–Hastings (`kind = "mh"`), a chain kernel of its
+    /// own that reads the model ([`SamplerSettings::build_mh`]).
     pub fn is_mh(&self) -> bool {
         matches!(self, SamplerSettings::Mh { .. })
     }
 
-    /// A fresh stochastic-gradient sampler (every kind but `mh`, which needs the model:
-    /// [`SamplerSettings::build_for`]).
+    /// A fresh stochastic-gradient sampler (every kind but `mh`, a kernel of its own:
+    /// [`SamplerSettings::build_mh`]).
     pub fn build(&self) -> Result<Box<dyn Sampler>, SettingsError> {
         let one_of = |a: Option<f64>, b: Option<f64>, names: &'static str| match (a, b) {
             (Some(_), None) | (None, Some(_)) => Ok((a, b)),
@@ -554,11 +555,67 @@ impl SamplerSettings {
         })
     }
 
-    /// A fresh sampler of any kind, including `mh`, whose likelihood-ratio test reads `model`.
-    pub fn build_for<'m>(
+    /// Whether the kernel computes score estimates: every stochastic-gradient sampler, and
+    /// minibatch MH with a gradient proposal (not the random walk).
+    pub fn uses_gradient(&self) -> bool {
+        match self {
+            SamplerSettings::Mh { proposal, .. } => proposal.uses_gradient(),
+            _ => true,
+        }
+    }
+
+    /// A fresh chain kernel of any kind on `model`: minibatch MH
+    /// ([`SamplerSettings::build_mh`]), or the sampler driven by its own estimator from
+    /// `gradient` (built about `centre` for control variates and SVRG). The estimator is built
+    /// only if the kernel uses one ([`SamplerSettings::uses_gradient`]).
+    pub fn build_chain<'m>(
         &self,
         model: &'m dyn Model,
-    ) -> Result<Box<dyn Sampler + 'm>, SettingsError> {
+        gradient: &EstimatorSettings,
+        centre: Option<&[f64]>,
+    ) -> Result<Box<dyn ChainKernel + Send + 'm>, SettingsError> {
+        let estimator = if self.uses_gradient() {
+            Some(gradient.build(model, centre)?)
+        } else {
+            None
+        };
+        match estimator {
+            Some(estimator) if !self.is_mh() => {
+                let sampler: Box<dyn Sampler + 'm> = self.build()?;
+                Ok(Box::new(SamplerKernel::new(sampler, estimator)))
+            }
+            estimator => Ok(Box::new(self.build_mh(model, estimator)?)),
+        }
+    }
+
+    /// Minibatch Metropolis–Hastings (`kind = "mh"`) on `model` as its own chain kernel: the
+    /// test reads the model's per-datum likelihood ratios; a gradient proposal takes its score
+    /// estimates from `estimator`, which the random walk must not be given
+    /// ([`SamplerSettings::uses_gradient`]). An error for the other kinds.
+    pub fn build_mh<'m>(
+        &self,
+        model: &'m dyn Model,
+        estimator: Option<Box<dyn crate::estimator::GradientEstimator + 'm>>,
+    ) -> Result<MhKernel<'m>, SettingsError> {
+        let (proposal, test) = self.mh_parts(model)?;
+        Ok(MhKernel::new(model, proposal, test, estimator)?)
+    }
+
+    /// Check that this sampler can be built for `model` without building its estimator:
+    /// [`SamplerSettings::build`], or for `mh` its proposal and test on the model's data.
+    pub fn check_for(&self, model: &dyn Model) -> Result<(), SettingsError> {
+        if self.is_mh() {
+            let (proposal, _) = self.mh_parts(model)?;
+            proposal
+                .validate()
+                .map_err(|e| SettingsError::Sampler(crate::sampler::SamplerError::Invalid(e)))
+        } else {
+            self.build().map(drop)
+        }
+    }
+
+    /// MH's proposal and accept/reject test on `model`.
+    fn mh_parts(&self, model: &dyn Model) -> Result<(mh::Proposal, AcceptanceTest), SettingsError> {
         let SamplerSettings::Mh {
             proposal,
             test,
@@ -573,7 +630,7 @@ impl SamplerSettings {
             std_smoothing,
         } = self
         else {
-            return self.build().map(|s| s as Box<dyn Sampler + 'm>);
+            return Err(SettingsError::NotMh);
         };
         let n = model.num_data();
         if matches!(
@@ -616,7 +673,7 @@ impl SamplerSettings {
                 AcceptanceTest::Exact(ExactTest::new(ExactRule::Metropolis, *temperature)?)
             }
         };
-        Ok(Box::new(MhSampler::new(model, *proposal, test)?))
+        Ok((*proposal, test))
     }
 
     /// Check that this sampler can run with the gradient estimator `gradient` on `model`:
@@ -694,6 +751,54 @@ mod tests {
             assert_eq!(built, from_table(table.clone()), "{table}");
             built.build().expect("builds");
         }
+    }
+
+    /// Minibatch MH is a chain kernel of its own: the random walk gets no estimator (and
+    /// refuses one), a gradient proposal needs one, and the other kinds are not MH.
+    #[test]
+    fn mh_kernels_hold_an_estimator_only_for_gradient_proposals() {
+        use crate::data::{Features, Matrix};
+        use crate::model::GaussianModel;
+        let x = Matrix::from_vec((0..40).map(|i| (i % 7) as f64 / 7.0).collect(), 40, 1).unwrap();
+        let model = GaussianModel::new(Features::F64(x), &[1.0], 10.0).unwrap();
+        let random_walk = from_table(
+            json!({"kind": "mh", "proposal": {"kind": "random_walk", "sd": 0.1}, "test": "barker", "batch_size": 10}),
+        );
+        let langevin = from_table(
+            json!({"kind": "mh", "proposal": {"kind": "langevin", "step_size": 1e-3}, "test": "exact_metropolis"}),
+        );
+        assert!(!random_walk.uses_gradient() && langevin.uses_gradient());
+        assert!(SamplerSettings::sgld(1e-3).uses_gradient());
+        let gradient = EstimatorSettings::default();
+        // Built through the one entry point; each runs and reports MH counts.
+        for settings in [&random_walk, &langevin] {
+            let mut kernel = settings.build_chain(&model, &gradient, None).unwrap();
+            let mut rng = crate::rng::stream(1, 0);
+            kernel.start(&[0.5], &mut rng);
+            kernel.step(&mut rng);
+            assert!(
+                matches!(kernel.statistics(), Some(crate::sampler::SamplerStatistics::Mh(s)) if s.iterations == 1)
+            );
+        }
+        let estimator = || Some(gradient.build(&model, None).unwrap());
+        let e = random_walk
+            .build_mh(&model, estimator())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("random-walk") && e.contains("no estimator"),
+            "{e}"
+        );
+        let e = langevin.build_mh(&model, None).err().unwrap().to_string();
+        assert!(e.contains("needs a gradient estimator"), "{e}");
+        let e = SamplerSettings::sgld(1e-3)
+            .build_mh(&model, None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("kind = \"mh\""), "{e}");
+        assert!(random_walk.check_for(&model).is_ok());
     }
 
     /// `with_step_size` sets the step in the sampler's own units and clears the other

@@ -1,5 +1,7 @@
-//! Metropolis–Hastings as a [`Sampler`]: a proposal, then one of the accept/reject tests of
-//! [`super::test`], with counts of every outcome for the run summary.
+//! Metropolis–Hastings as its own chain kernel ([`ChainKernel`], run by the runner's loop like
+//! any sampler): a proposal, then one of the accept/reject tests of [`super::test`], with
+//! counts of every outcome for the run summary. Only gradient proposals hold a gradient
+//! estimator.
 
 use super::proposal::{Proposal, ProposalState};
 use super::ratio::LikelihoodRatios;
@@ -7,7 +9,8 @@ use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome, Works
 use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
-use crate::sampler::{MhStatistics, Sampler, SamplerError, SamplerStatistics};
+use crate::runner::ChainKernel;
+use crate::sampler::{MhStatistics, SamplerError, SamplerStatistics};
 
 /// The accept/reject test of an MH chain.
 #[derive(Debug, Clone)]
@@ -25,8 +28,10 @@ pub enum AcceptanceTest {
 /// Metropolis–Hastings on large data: propose θ' ~ q(· | θ), compute
 /// ψ = log p₀(θ') − log p₀(θ) + log q(θ | θ') − log q(θ' | θ), and let the test decide from ψ
 /// and the per-datum likelihood ratios (reference §6).
-pub struct MhSampler<'m> {
+pub struct MhKernel<'m> {
     model: &'m dyn Model,
+    /// The score estimates of a gradient proposal (none for the random walk).
+    estimator: Option<Box<dyn GradientEstimator + 'm>>,
     proposal_kind: Proposal,
     proposal_state: ProposalState,
     test: AcceptanceTest,
@@ -36,19 +41,38 @@ pub struct MhSampler<'m> {
     log_prior: f64,
     score: Vec<f64>,
     stats: MhStatistics,
+    /// Per-datum gradient evaluations since the start (without the estimator's extras).
+    counted: u64,
 }
 
-impl<'m> MhSampler<'m> {
-    /// An MH chain on `model` with proposal `proposal` and test `test`.
+impl<'m> MhKernel<'m> {
+    /// An MH chain on `model` with proposal `proposal` and test `test`; `estimator` gives the
+    /// score estimates of a gradient proposal (Langevin, Hamiltonian) and must be `None` for the
+    /// random walk, which computes none.
     pub fn new(
         model: &'m dyn Model,
         proposal: Proposal,
         test: AcceptanceTest,
+        estimator: Option<Box<dyn GradientEstimator + 'm>>,
     ) -> Result<Self, SamplerError> {
         proposal.validate().map_err(SamplerError::Invalid)?;
+        match (proposal.uses_gradient(), estimator.is_some()) {
+            (true, false) => {
+                return Err(SamplerError::Invalid(
+                    "a gradient proposal needs a gradient estimator".into(),
+                ));
+            }
+            (false, true) => {
+                return Err(SamplerError::Invalid(
+                    "the random-walk proposal computes no gradient; give it no estimator".into(),
+                ));
+            }
+            _ => {}
+        }
         let dim = model.dim();
         Ok(Self {
             model,
+            estimator,
             proposal_kind: proposal,
             proposal_state: ProposalState::new(dim),
             test,
@@ -62,6 +86,7 @@ impl<'m> MhSampler<'m> {
                 Vec::new()
             },
             stats: MhStatistics::default(),
+            counted: 0,
         })
     }
 
@@ -80,16 +105,15 @@ impl<'m> MhSampler<'m> {
     }
 }
 
-impl Sampler for MhSampler<'_> {
-    fn name(&self) -> &'static str {
-        "mh"
-    }
-
-    fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+impl ChainKernel for MhKernel<'_> {
+    fn start(&mut self, theta0: &[f64], rng: &mut ChainRng) {
         self.theta.copy_from_slice(theta0);
         self.log_prior = self.model.log_prior(theta0);
-        if self.proposal_kind.uses_gradient() {
+        self.counted = 0;
+        if let Some(estimator) = self.estimator.as_mut() {
+            estimator.restart(theta0);
             estimator.estimate(theta0, &mut self.score, rng);
+            self.counted = estimator.cost_per_estimate() as u64;
             let t = self.temperature();
             if t != 1.0 {
                 let mut prior = vec![0.0; theta0.len()];
@@ -105,16 +129,20 @@ impl Sampler for MhSampler<'_> {
         };
     }
 
-    fn step(&mut self, estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
+    fn step(&mut self, rng: &mut ChainRng) {
         self.stats.iterations += 1;
         let temperature = self.temperature();
+        let estimator = self.estimator.as_deref_mut();
+        if let Some(e) = &estimator {
+            self.counted += self.proposal_kind.estimates() as u64 * e.cost_per_estimate() as u64;
+        }
         let log_q_ratio = self.proposal_state.propose(
             &self.proposal_kind,
             &self.theta,
             &mut self.proposal,
             self.model,
             temperature,
-            estimator,
+            estimator.map(|e| e as &mut dyn GradientEstimator),
             rng,
         );
         let log_prior = self.model.log_prior(&self.proposal);
@@ -155,35 +183,17 @@ impl Sampler for MhSampler<'_> {
         &self.theta
     }
 
-    /// The gradient estimate at θ from this iteration's minibatch (gradient proposals); empty
-    /// for the random walk, which computes none.
-    fn score(&self) -> &[f64] {
-        &self.score
+    /// θ and, for gradient proposals, the score estimate at θ.
+    fn is_finite(&self) -> bool {
+        crate::runner::all_finite(&self.theta) && crate::runner::all_finite(&self.score)
     }
 
-    fn estimates_per_step(&self) -> usize {
-        self.proposal_kind.estimates()
-    }
-
-    /// The proposal's step (sd for the random walk).
-    fn step_size(&self) -> f64 {
-        match self.proposal_kind {
-            Proposal::RandomWalk { sd } => sd,
-            Proposal::Langevin { step_size } | Proposal::Hamiltonian { step_size, .. } => step_size,
-        }
-    }
-
-    fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
-        let mut kind = self.proposal_kind;
-        match &mut kind {
-            Proposal::RandomWalk { sd } => *sd = step,
-            Proposal::Langevin { step_size } | Proposal::Hamiltonian { step_size, .. } => {
-                *step_size = step
-            }
-        }
-        kind.validate().map_err(SamplerError::Invalid)?;
-        self.proposal_kind = kind;
-        Ok(())
+    fn gradient_evaluations(&self) -> u64 {
+        self.counted
+            + self
+                .estimator
+                .as_ref()
+                .map_or(0, |e| e.extra_evaluations_since_restart())
     }
 
     fn statistics(&self) -> Option<SamplerStatistics> {
