@@ -4,11 +4,11 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::tuning::TuneError;
+
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
-use sgmcmc_experiments::mamba::HarnessSettings;
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
 use sgmcmc_experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
+use sgmcmc_experiments::mamba::{HarnessSettings, MambaError};
 use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc_experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc_experiments::mh_mnist::{self, MhMnistSettings};
@@ -310,7 +310,7 @@ impl RealDataArgs {
 fn write_configs(
     out: &Path,
     samplers: &[usize],
-    text: impl Fn(usize) -> std::result::Result<String, TuneError>,
+    text: impl Fn(usize) -> std::result::Result<String, MambaError>,
 ) -> Result<()> {
     let configs = out.join("configs");
     std::fs::create_dir_all(&configs)

@@ -80,9 +80,32 @@ pub enum PipelineError {
         /// What is wrong.
         source: SettingsError,
     },
-    /// Anything else, already phrased.
+    /// Coreset construction or the coreset run (`[coreset]`).
+    #[error("[coreset] {0}")]
+    Coreset(#[from] sgmcmc::coreset::CoresetError),
+    /// `[coreset.optimiser]` cannot be built.
+    #[error("[coreset.optimiser] {0}")]
+    CoresetOptimiser(#[from] sgmcmc::coreset::OptimiserError),
+    /// `[coreset.kernel]` cannot be built.
+    #[error("[coreset.kernel] {0}")]
+    CoresetKernel(#[from] sgmcmc::coreset::KernelError),
+    /// The reference moments of `[evaluation] reference` cannot be read or used.
+    #[error("[evaluation] {0}")]
+    Reference(Box<dyn std::error::Error + Send + Sync>),
+    /// A file that cannot be read or written.
+    #[error("{}: {action}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// "cannot read" or "cannot write".
+        action: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The run file's tables do not fit together or the data; the message names the table
+    /// and key.
     #[error("{0}")]
-    Other(String),
+    RunFile(String),
 }
 
 /// Load the data named by the `[data]` table and validate it (non-empty, equal row counts,
@@ -99,7 +122,7 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         cfg.mnist.is_some(),
     ];
     if given.iter().filter(|&&g| g).count() != 1 {
-        return Err(PipelineError::Other(
+        return Err(PipelineError::RunFile(
             "[data] needs exactly one of `features` (with optional `targets`), `table`, `libsvm`, `synthetic`, `bike_sharing`, `nba_games`, `movielens` or `mnist`".into(),
         ));
     }
@@ -113,7 +136,7 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         data::load_movielens(path)?
     } else if let Some(s) = &cfg.synthetic {
         if s.rows == 0 || s.dim == 0 {
-            return Err(PipelineError::Other(
+            return Err(PipelineError::RunFile(
                 "[data.synthetic] rows and dim must be at least 1".into(),
             ));
         }
@@ -129,7 +152,7 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
             }
             SyntheticGenerator::SparseRegression => {
                 if s.dim != SYNTHETIC_BETA.len() {
-                    return Err(PipelineError::Other(format!(
+                    return Err(PipelineError::RunFile(format!(
                         "[data.synthetic] generator = \"sparse_regression\" has dim {}, got {}",
                         SYNTHETIC_BETA.len(),
                         s.dim
@@ -156,7 +179,7 @@ pub fn load_data(cfg: &DataConfig) -> Result<Dataset, PipelineError> {
         data::load_libsvm(path, cfg.n_features)?
     } else if let Some(path) = &cfg.table {
         if cfg.target.is_none() && cfg.targets.is_some() {
-            return Err(PipelineError::Other(
+            return Err(PipelineError::RunFile(
                 "[data] `table` takes `target` (a column name), not `targets`".into(),
             ));
         }
@@ -190,7 +213,7 @@ fn load_mnist(path: &Path) -> Result<Dataset, PipelineError> {
         match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
             (Some(dir), Some(split)) if dir.is_dir() => (dir, split),
             _ => {
-                return Err(PipelineError::Other(format!(
+                return Err(PipelineError::RunFile(format!(
                     "[data] mnist = {}: neither an MNIST directory nor a directory joined with \
                      a split prefix (e.g. .../mnist/train or .../mnist/t10k)",
                     path.display()
@@ -248,7 +271,7 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
             };
             Ok(m.as_slice().to_vec())
         }
-        (None, f) => Err(PipelineError::Other(format!(
+        (None, f) => Err(PipelineError::RunFile(format!(
             "{}: {} columns; name the response column with `target`",
             path.display(),
             f.cols()
@@ -284,7 +307,7 @@ pub fn build_gaussian_model(
         prior_variance,
     } = cfg
     else {
-        return Err(PipelineError::Other(
+        return Err(PipelineError::RunFile(
             "this needs the Gaussian location model ([model] kind = \"gaussian\")".into(),
         ));
     };
@@ -312,7 +335,7 @@ pub fn build_predictive_model(
             let prior: CoefficientPrior = match (prior, prior_scale) {
                 (PriorKind::Normal, None) => NormalPrior::new(*prior_variance)?.into(),
                 (PriorKind::Normal, Some(_)) => {
-                    return Err(PipelineError::Other(
+                    return Err(PipelineError::RunFile(
                         "[model] `prior_scale` applies to prior = \"cauchy\" only; the normal \
                          prior takes `prior_variance`"
                             .into(),
@@ -390,7 +413,7 @@ pub fn build_pmf(cfg: &ModelConfig, data: Dataset) -> Result<Pmf, PipelineError>
         mut items,
     } = cfg
     else {
-        return Err(PipelineError::Other(
+        return Err(PipelineError::RunFile(
             "this needs the PMF model ([model] kind = \"pmf\")".into(),
         ));
     };
@@ -426,7 +449,7 @@ pub fn build_sparse_regression(
         c,
     } = cfg
     else {
-        return Err(PipelineError::Other(
+        return Err(PipelineError::RunFile(
             "this needs [model] kind = \"sparse_regression\"".into(),
         ));
     };
@@ -436,7 +459,7 @@ pub fn build_sparse_regression(
         Features::F32(m) => m.as_slice().iter().map(|&v| f64::from(v)).collect(),
     };
     let y = data.targets.ok_or_else(|| {
-        PipelineError::Other("sparse_regression needs targets (the responses y)".into())
+        PipelineError::RunFile("sparse_regression needs targets (the responses y)".into())
     })?;
     let settings = SparseRegressionSettings {
         nu: *nu,
@@ -526,7 +549,7 @@ pub fn resolve_schedule(
 /// anything runs (a sampler is built once and dropped); the run-level settings.
 pub fn check_run(cfg: &Config, model: &dyn Model) -> Result<RunSettings, PipelineError> {
     let settings = run_settings(cfg)?;
-    cfg.run.map_search().map_err(PipelineError::Other)?;
+    cfg.run.map_search().map_err(PipelineError::RunFile)?;
     if cfg.sampler.method.is_mh() {
         if cfg.sampler.schedule.is_some() {
             return Err(sampler_table(SettingsError::MhSchedule));
@@ -548,7 +571,7 @@ pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
     let r = &cfg.run;
     let budget = match (r.iterations, r.budget_seconds) {
         (Some(_), Some(_)) => {
-            return Err(PipelineError::Other(
+            return Err(PipelineError::RunFile(
                 "[run] give `iterations` or `budget_seconds`, not both".into(),
             ));
         }
@@ -557,7 +580,7 @@ pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
             Budget::WallClock(Duration::from_secs_f64(s))
         }
         (None, Some(s)) => {
-            return Err(PipelineError::Other(format!(
+            return Err(PipelineError::RunFile(format!(
                 "[run] budget_seconds must be > 0, got {s}"
             )));
         }
@@ -588,7 +611,7 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
                 .map(|r| r.iter().map(|&v| f64::from(v)).collect())
                 .collect(),
             f => {
-                return Err(PipelineError::Other(format!(
+                return Err(PipelineError::RunFile(format!(
                     "{shown}: init array is {} x {}, the model has {dim} parameters",
                     f.rows(),
                     f.cols()
@@ -596,8 +619,11 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
             }
         }
     } else {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| PipelineError::Other(format!("{shown}: cannot read init file: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|source| PipelineError::File {
+            path: path.to_path_buf(),
+            action: "cannot read the init file",
+            source,
+        })?;
         let mut rows = Vec::new();
         for (line_no, line) in text
             .lines()
@@ -609,7 +635,7 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
                 .filter(|t| !t.is_empty())
                 .map(|t| {
                     t.parse::<f64>().map_err(|_| {
-                        PipelineError::Other(format!(
+                        PipelineError::RunFile(format!(
                             "{shown}: line {}: cannot parse {t:?} as a number",
                             line_no + 1
                         ))
@@ -617,7 +643,7 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             if row.len() != dim {
-                return Err(PipelineError::Other(format!(
+                return Err(PipelineError::RunFile(format!(
                     "{shown}: line {}: init row has {} values, the model has {dim} parameters",
                     line_no + 1,
                     row.len()
@@ -628,14 +654,14 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
         rows
     };
     if rows.len() != 1 && rows.len() != chains {
-        return Err(PipelineError::Other(format!(
+        return Err(PipelineError::RunFile(format!(
             "{shown}: {} init rows; give 1 (shared) or one per chain ({chains})",
             rows.len()
         )));
     }
     for (r, row) in rows.iter().enumerate() {
         if let Some(k) = row.iter().position(|v| !v.is_finite()) {
-            return Err(PipelineError::Other(format!(
+            return Err(PipelineError::RunFile(format!(
                 "{shown}: row {}, value {}: not finite",
                 r + 1,
                 k + 1
@@ -751,7 +777,7 @@ pub fn execute_prepared_with_sink(
 /// the run seed's shared-initialisation stream.
 pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, PipelineError> {
     let start = model.map_start();
-    match cfg.run.map_search().map_err(PipelineError::Other)? {
+    match cfg.run.map_search().map_err(PipelineError::RunFile)? {
         MapSearch::Lbfgs { iterations } => {
             let options = LbfgsOptions {
                 max_iterations: iterations,
@@ -833,7 +859,7 @@ fn execute_keeping_draws(
     let make_chain = |c: usize, rng: &mut sgmcmc::rng::ChainRng| -> Result<Chain<'_>, RunError> {
         let setup = |e: PipelineError| RunError::ChainSetup {
             chain: c,
-            message: e.to_string(),
+            source: Box::new(e),
         };
         let init = match inits.len() {
             0 => {
@@ -948,8 +974,11 @@ fn resolved_method(cfg: &SamplerSettings) -> serde_json::Value {
 pub fn write_summary(dir: &Path, summary: &serde_json::Value) -> Result<PathBuf, PipelineError> {
     let path = dir.join("summary.json");
     let text = serde_json::to_string_pretty(summary).expect("summary serialises");
-    std::fs::write(&path, text)
-        .map_err(|e| PipelineError::Other(format!("{}: cannot write: {e}", path.display())))?;
+    std::fs::write(&path, text).map_err(|source| PipelineError::File {
+        path: path.clone(),
+        action: "cannot write",
+        source,
+    })?;
     Ok(path)
 }
 

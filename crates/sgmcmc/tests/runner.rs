@@ -273,8 +273,8 @@ fn a_non_finite_initial_point_is_a_setup_error() {
         &NoProgress,
     );
     match r {
-        Err(RunError::ChainSetup { chain: 1, message }) => {
-            assert!(message.contains("not finite"), "{message}")
+        Err(e @ RunError::NonFiniteInit { chain: 1, .. }) => {
+            assert!(e.to_string().contains("not finite"), "{e}")
         }
         other => panic!("expected a setup error for chain 1, got {other:?}"),
     }
@@ -320,9 +320,16 @@ fn invalid_settings_are_errors_not_panics() {
             ..settings(1, 1, 10, 0, 1)
         },
     ];
-    for s in &cases {
+    let expected = [
+        "chains must be at least 1",
+        "thin must be at least 1",
+        "> 0 seconds",
+    ];
+    for (s, want) in cases.iter().zip(expected) {
         match run_chains(&model, s, |_| 0.1, est).0 {
-            Err(RunError::Settings(msg)) => assert!(!msg.is_empty()),
+            Err(e @ (RunError::NoChains | RunError::ZeroThin | RunError::Budget(_))) => {
+                assert!(e.to_string().contains(want), "{e}")
+            }
             Err(e) => panic!("{s:?}: wrong error {e}"),
             Ok(_) => panic!("{s:?} accepted"),
         }
@@ -344,7 +351,7 @@ fn invalid_settings_are_errors_not_panics() {
             if c == 1 {
                 return Err(RunError::ChainSetup {
                     chain: c,
-                    message: "no".into(),
+                    source: "no".into(),
                 });
             }
             chain()

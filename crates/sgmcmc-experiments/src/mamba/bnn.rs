@@ -13,10 +13,11 @@
 //! `map_iterations` (200 by default: each iteration is about one full-data gradient, ≈ 0.5 s
 //! here), or Adam as in the authors' code (5,000 steps at learning rate 1e-3 on 10 % batches).
 
+use super::MambaError;
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::tuning::{GridValues, TuneError, TuneGrid};
+use sgmcmc::tuning::{GridValues, TuneGrid};
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, MapOptimizer, ModelConfig,
     RunConfig,
@@ -256,7 +257,7 @@ impl FinalMetrics for BnnMetrics<'_> {
         "ECE"
     }
 
-    fn measure(&self, run: &FinishedRun<'_>) -> Result<(BnnRun, Vec<f64>), TuneError> {
+    fn measure(&self, run: &FinishedRun<'_>) -> Result<(BnnRun, Vec<f64>), MambaError> {
         let mut last = (f64::INFINITY, f64::INFINITY, f64::NAN, 0);
         let mut curve = Vec::with_capacity(run.windows.len());
         for window in run.windows {
@@ -265,7 +266,7 @@ impl FinalMetrics for BnnMetrics<'_> {
             } else {
                 let m = run
                     .test_metrics(window, self.settings.ece_draws)?
-                    .ok_or_else(|| TuneError::Grid("the run has no test split".into()))?;
+                    .ok_or_else(|| MambaError::Setting("the run has no test split".into()))?;
                 (
                     m.ece.unwrap_or(f64::NAN),
                     m.mce.unwrap_or(f64::NAN),
@@ -325,7 +326,7 @@ pub struct MambaBnnReport {
 }
 
 /// The run file of sampler `index`.
-pub fn config_text(settings: &MambaBnnSettings, index: usize) -> Result<String, TuneError> {
+pub fn config_text(settings: &MambaBnnSettings, index: usize) -> Result<String, MambaError> {
     super::config_text(&settings.spec(), &settings.harness, index, false)
 }
 
@@ -335,9 +336,9 @@ pub fn run(
     settings: &MambaBnnSettings,
     log: &mut dyn FnMut(&str),
     partial: &mut dyn FnMut(&MambaBnnReport),
-) -> Result<MambaBnnReport, TuneError> {
+) -> Result<MambaBnnReport, MambaError> {
     let started = Instant::now();
-    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-bnn", log)?;
+    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, log)?;
     let metrics = BnnMetrics { settings };
     let report = |samplers: Vec<SamplerResult>| MambaBnnReport {
         settings: settings.clone(),

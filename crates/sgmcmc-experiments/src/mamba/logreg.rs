@@ -15,13 +15,13 @@
 //! the NUTS reference, what a final run measures ([`LogregMetrics`]: the paper's KSD, with its
 //! curve against time, the exact KSD, ξ, accuracy) and the paper's tables.
 
+use super::MambaError;
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
-use sgmcmc::tuning::TuneError;
 use sgmcmc::tuning::{GridValues, TuneGrid};
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, PriorKind,
@@ -319,7 +319,7 @@ pub fn config_text(
     settings: &MambaLogregSettings,
     index: usize,
     fssd: bool,
-) -> Result<String, TuneError> {
+) -> Result<String, MambaError> {
     super::config_text(&settings.spec(), &settings.harness(), index, fssd)
 }
 
@@ -341,7 +341,7 @@ impl FinalMetrics for LogregMetrics<'_> {
         "KSD"
     }
 
-    fn measure(&self, run: &FinishedRun<'_>) -> Result<(FinalRun, Vec<f64>), TuneError> {
+    fn measure(&self, run: &FinishedRun<'_>) -> Result<(FinalRun, Vec<f64>), MambaError> {
         let settings = self.settings;
         let model = run.session.prepared.model();
         let dim = model.dim();
@@ -367,8 +367,7 @@ impl FinalMetrics for LogregMetrics<'_> {
             (f64::INFINITY, f64::INFINITY, 0, f64::INFINITY);
         if p > 0 {
             let thin = p.div_ceil(settings.ksd_draws.max(1)).max(1);
-            let exact = full_batch_scores(model, draws, dim, thin)
-                .map_err(|e| TuneError::Grid(e.to_string()))?;
+            let exact = full_batch_scores(model, draws, dim, thin)?;
             ksd_exact = ksd_of(&exact.draws, &exact.scores);
             ksd_check = ksd_of(&exact.draws, &scores.scores(&exact.draws));
             let thin = settings
@@ -429,15 +428,15 @@ pub fn run(
     settings: &MambaLogregSettings,
     log: &mut dyn FnMut(&str),
     partial: &mut dyn FnMut(&MambaLogregReport),
-) -> Result<MambaLogregReport, TuneError> {
+) -> Result<MambaLogregReport, MambaError> {
     let started = Instant::now();
-    let other = |e: String| TuneError::Grid(e);
+    let other = MambaError::Setting;
     if settings.final_runs == 0 {
         return Err(other("--final-runs must be at least 1".into()));
     }
     let base_cfg = super::run_config(&settings.spec(), &settings.harness(), 0, false)?;
     let t = Instant::now();
-    let prepared = pipeline::prepare(&base_cfg).map_err(|e| other(e.to_string()))?;
+    let prepared = pipeline::prepare(&base_cfg)?;
     log(&format!(
         "data: {} rows x {} (training {}), {:.1} s",
         settings.rows,

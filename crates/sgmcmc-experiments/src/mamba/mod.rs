@@ -14,25 +14,61 @@ pub mod pmf;
 
 use crate::plot::{self, Figure, Panel, PlotError, Series};
 use serde::Serialize;
+use sgmcmc::diagnostics::accuracy::AccuracyError;
 use sgmcmc::diagnostics::accuracy::{self, PredictiveMetrics};
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::io::TimingSink;
+use sgmcmc::reference::{NutsError, ReferenceError};
 use sgmcmc::reference::{NutsSettings, ReferenceMoments, run_nuts};
 use sgmcmc::runner::NoProgress;
 use sgmcmc::settings::{EstimatorKind, EstimatorSettings, GridValue, SamplerSettings};
+use sgmcmc::stein::SteinError;
 use sgmcmc::stein::{ImqKernel, Kernel, ksd};
 use sgmcmc::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
 use sgmcmc::tuning::{GridValues, TuneGrid};
+use sgmcmc_runfile::config::ConfigError;
 use sgmcmc_runfile::config::{
     Config, DataConfig, EvaluationConfig, GridSearchConfig, ModelConfig, RunConfig, SamplerTable,
     TuneConfig, TuneMetric,
 };
+use sgmcmc_runfile::pipeline::PipelineError;
 use sgmcmc_runfile::pipeline::{self, Outcome, Prepared, TuneSession, winner_config};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
+
+/// Why a MAMBA experiment could not run: each of its steps' own typed error, or a setting
+/// of the experiment out of range.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MambaError {
+    /// An experiment setting out of range (the message names the flag).
+    #[error("{0}")]
+    Setting(String),
+    /// Tuning (MAMBA, grid search, the heuristic).
+    #[error(transparent)]
+    Tune(#[from] TuneError),
+    /// Preparing the problem or running a final chain.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// Writing a run file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The NUTS reference.
+    #[error(transparent)]
+    Nuts(#[from] NutsError),
+    /// Reading or writing the reference moments.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
+    /// The test metrics of a final run.
+    #[error(transparent)]
+    Accuracy(#[from] AccuracyError),
+    /// Full-batch scores or a KSD.
+    #[error(transparent)]
+    Stein(#[from] SteinError),
+}
 
 /// The six samplers, by name; [`sampler_settings`] gives each one's settings.
 pub const SAMPLERS: [&str; 6] = ["SGLD", "SGLD-CV", "SGHMC", "SGHMC-CV", "SGNHT", "SGNHT-CV"];
@@ -142,9 +178,9 @@ pub fn run_config(
     settings: &HarnessSettings,
     index: usize,
     fssd: bool,
-) -> Result<Config, TuneError> {
+) -> Result<Config, MambaError> {
     let (method, estimator) = sampler_settings(index).ok_or_else(|| {
-        TuneError::Grid(format!(
+        MambaError::Setting(format!(
             "sampler index {index} out of range (0..{})",
             SAMPLERS.len()
         ))
@@ -206,9 +242,9 @@ pub fn config_text(
     settings: &HarnessSettings,
     index: usize,
     fssd: bool,
-) -> Result<String, TuneError> {
+) -> Result<String, MambaError> {
     let cfg = run_config(spec, settings, index, fssd)?;
-    let text = cfg.to_toml().map_err(|e| TuneError::Grid(e.to_string()))?;
+    let text = cfg.to_toml()?;
     Ok(format!("# {}: {}\n{text}", spec.title, SAMPLERS[index]))
 }
 
@@ -244,7 +280,7 @@ pub trait FinalMetrics {
         true
     }
     /// The run's columns, and its curve metric on each prefix `run.prefixes[k]`.
-    fn measure(&self, run: &FinishedRun<'_>) -> Result<(Self::Run, Vec<f64>), TuneError>;
+    fn measure(&self, run: &FinishedRun<'_>) -> Result<(Self::Run, Vec<f64>), MambaError>;
     /// Column means over runs.
     fn mean(&self, runs: &[Self::Run]) -> Self::Run;
     /// The headline metric (lower is better) that methods are compared on, e.g. the KSD.
@@ -396,7 +432,7 @@ impl FinishedRun<'_> {
         &self,
         window: &Range<usize>,
         max_draws: usize,
-    ) -> Result<Option<PredictiveMetrics>, TuneError> {
+    ) -> Result<Option<PredictiveMetrics>, MambaError> {
         let prepared = self.session.prepared;
         let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive())
         else {
@@ -416,7 +452,7 @@ impl FinishedRun<'_> {
             ev.calibration_bins,
         )
         .map(Some)
-        .map_err(|e| TuneError::Grid(e.to_string()))
+        .map_err(MambaError::from)
     }
 }
 
@@ -428,10 +464,10 @@ pub fn load_or_run_reference(
     seed: u64,
     prepared: &Prepared,
     log: &mut dyn FnMut(&str),
-) -> Result<ReferenceMoments, TuneError> {
+) -> Result<ReferenceMoments, MambaError> {
     let model = prepared.model();
     if path.exists() {
-        let r = ReferenceMoments::load(path).map_err(|e| TuneError::Grid(e.to_string()))?;
+        let r = ReferenceMoments::load(path)?;
         if r.dim() == model.dim() {
             log(&format!("reference: {} ({})", path.display(), r.method));
             return Ok(r);
@@ -454,14 +490,11 @@ pub fn load_or_run_reference(
             ..NutsSettings::default()
         },
         &NoProgress,
-    )
-    .map_err(|e| TuneError::Grid(e.to_string()))?;
+    )?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).ok();
     }
-    nuts.moments
-        .save(path)
-        .map_err(|e| TuneError::Grid(e.to_string()))?;
+    nuts.moments.save(path)?;
     log(&format!(
         "reference: NUTS {chains} x ({warmup} + {draws}) in {:.1} s -> {}",
         t.elapsed().as_secs_f64(),
@@ -559,18 +592,17 @@ pub fn window_ksd_curve(
         .collect()
 }
 
-/// The problem of an experiment, prepared from its first run file (`name` labels config
-/// errors); `log` receives the data line.
+/// The problem of an experiment, prepared from its first sampler's run; `log` receives the
+/// data line.
 pub fn prepare_problem(
     spec: &ExperimentSpec,
     settings: &HarnessSettings,
-    name: &str,
     log: &mut dyn FnMut(&str),
-) -> Result<Prepared, TuneError> {
+) -> Result<Prepared, MambaError> {
     let index = settings.samplers.first().copied().unwrap_or(0);
     let cfg = run_config(spec, settings, index, false)?;
     let t = Instant::now();
-    let prepared = pipeline::prepare(&cfg).map_err(|e| TuneError::Grid(format!("{name}: {e}")))?;
+    let prepared = pipeline::prepare(&cfg)?;
     log(&format!(
         "data: N = {}, D = {}, {:.1} s",
         prepared.model().num_data(),
@@ -594,14 +626,14 @@ pub fn run_samplers<M: FinalMetrics>(
     metrics: &M,
     log: &mut dyn FnMut(&str),
     finished: &mut Finished<'_, M::Run>,
-) -> Result<Vec<SamplerResult<M::Run>>, TuneError> {
-    let other = |e: String| TuneError::Grid(e);
+) -> Result<Vec<SamplerResult<M::Run>>, MambaError> {
+    let other = MambaError::Setting;
     if settings.final_runs == 0 {
         return Err(other("--final-runs must be at least 1".into()));
     }
     let t = Instant::now();
     let base = run_config(spec, settings, 0, false)?;
-    let map = pipeline::find_run_map(&base, prepared.model()).map_err(|e| other(e.to_string()))?;
+    let map = pipeline::find_run_map(&base, prepared.model())?;
     log(&format!(
         "MAP: {} {} iterations, log posterior {:.6e}, |grad|_inf {:.2e}, {:.1} s (shared by every sampler and final run)",
         map.iterations,
@@ -758,7 +790,7 @@ fn final_run<M: FinalMetrics>(
     arm: &ArmSettings,
     seed: u64,
     checkpoints: &[f64],
-) -> Result<(M::Run, Vec<f64>), TuneError> {
+) -> Result<(M::Run, Vec<f64>), MambaError> {
     let mut run_cfg = winner_config(cfg, arm);
     run_cfg.run.seed = seed;
     run_cfg.run.chains = 1;
@@ -779,8 +811,7 @@ fn final_run<M: FinalMetrics>(
         Some(&session.map),
         &NoProgress,
         &stop,
-    )
-    .map_err(|e| TuneError::Grid(e.to_string()))?;
+    )?;
     let times = timing.into_times().swap_remove(0);
     let windows = checkpoint_windows(&times, checkpoints, settings.final_burn_in);
     metrics.measure(&FinishedRun {

@@ -11,12 +11,12 @@
 //! FLOPs, so MAMBA scores at most `tune_max_scored` draws per arm and round, and a final run's
 //! KSD at most `final_max_scored`.
 
+use super::MambaError;
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
-use sgmcmc::tuning::TuneError;
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, RunConfig,
 };
@@ -224,7 +224,7 @@ impl FinalMetrics for PmfMetrics<'_> {
         "KSD"
     }
 
-    fn measure(&self, run: &FinishedRun<'_>) -> Result<(PmfRun, Vec<f64>), TuneError> {
+    fn measure(&self, run: &FinishedRun<'_>) -> Result<(PmfRun, Vec<f64>), MambaError> {
         let settings = self.settings;
         let model = run.session.prepared.model();
         let dim = model.dim();
@@ -306,7 +306,7 @@ pub struct MambaPmfReport {
 }
 
 /// The run file of sampler `index`.
-pub fn config_text(settings: &MambaPmfSettings, index: usize) -> Result<String, TuneError> {
+pub fn config_text(settings: &MambaPmfSettings, index: usize) -> Result<String, MambaError> {
     super::config_text(&settings.spec(), &settings.harness, index, false)
 }
 
@@ -316,9 +316,9 @@ pub fn run(
     settings: &MambaPmfSettings,
     log: &mut dyn FnMut(&str),
     partial: &mut dyn FnMut(&MambaPmfReport),
-) -> Result<MambaPmfReport, TuneError> {
+) -> Result<MambaPmfReport, MambaError> {
     let started = Instant::now();
-    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, "mamba-pmf", log)?;
+    let prepared = super::prepare_problem(&settings.spec(), &settings.harness, log)?;
     let reference = super::load_or_run_reference(
         &settings.reference,
         settings.nuts,

@@ -35,14 +35,14 @@ pub struct CoresetOutcome {
 }
 
 fn other(msg: String) -> PipelineError {
-    PipelineError::Other(msg)
+    PipelineError::RunFile(msg)
 }
 
 fn build_optimiser(
     cfg: &OptimiserConfig,
     coreset: &Coreset,
 ) -> Result<Box<dyn WeightOptimiser>, PipelineError> {
-    let err = |e: sgmcmc::coreset::OptimiserError| other(format!("[coreset.optimiser] {e}"));
+    let err = PipelineError::CoresetOptimiser;
     let w0 = coreset.weights.as_slice();
     Ok(match cfg {
         OptimiserConfig::HotDog {
@@ -129,10 +129,9 @@ pub fn run_coreset_file(
             })?;
             Coreset::stratified(labels, c.size, &mut init_rng)
         }
-    }
-    .map_err(|e| other(format!("[coreset] {e}")))?;
+    }?;
     let mut optimiser = build_optimiser(&c.optimiser, &coreset)?;
-    let kernel_err = |e: sgmcmc::coreset::KernelError| other(format!("[coreset.kernel] {e}"));
+    let kernel_err = PipelineError::CoresetKernel;
     let mut kernels: Vec<Box<dyn CoresetKernel>> = Vec::with_capacity(c.chains);
     for _ in 0..c.chains {
         let kernel: Box<dyn CoresetKernel> = match &c.kernel {
@@ -185,13 +184,14 @@ pub fn run_coreset_file(
             // A directory: the bike-sharing data's shipped Stan moments (reordered to the
             // model's parameters); a file: reference.json as `sgmcmc reference` writes it.
             let moments = if path.is_dir() {
-                load_bike_sharing_reference(path).map_err(|e| other(format!("[evaluation] {e}")))?
+                load_bike_sharing_reference(path)
+                    .map_err(|e| PipelineError::Reference(Box::new(e)))?
             } else {
-                ReferenceMoments::load(path).map_err(|e| other(format!("[evaluation] {e}")))?
+                ReferenceMoments::load(path).map_err(|e| PipelineError::Reference(Box::new(e)))?
             };
             Some(
                 ZScoreTracker::new(moments.mean, &moments.sd)
-                    .map_err(|e| other(format!("[evaluation] {e}")))?,
+                    .map_err(|e| PipelineError::Reference(Box::new(e)))?,
             )
         }
         None => None,
@@ -228,8 +228,7 @@ pub fn run_coreset_file(
         c.seed,
         tracker.as_mut(),
         Some(stop),
-    )
-    .map_err(|e| other(format!("[coreset] {e}")))?;
+    )?;
     Ok(CoresetOutcome {
         run,
         parameter_names: model.parameter_names(),

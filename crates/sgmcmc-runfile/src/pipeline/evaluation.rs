@@ -91,7 +91,7 @@ pub struct Evaluation {
 }
 
 fn other(message: String) -> PipelineError {
-    PipelineError::Other(message)
+    PipelineError::RunFile(message)
 }
 
 /// Whether models of this kind have a predictive distribution for held-out rows.
@@ -280,7 +280,7 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
         Some(path) => Some(LoadedReference {
             path: path.clone(),
             moments: ReferenceMoments::load(path)
-                .map_err(|e| other(format!("[evaluation] {e}")))?,
+                .map_err(|e| PipelineError::Reference(Box::new(e)))?,
         }),
         None => None,
     };

@@ -45,17 +45,27 @@ impl Budget {
     }
 
     /// Whether the budget can be spent: a positive, finite amount.
-    pub(super) fn check(self) -> Result<(), String> {
+    pub(super) fn check(self) -> Result<(), BudgetError> {
         match self {
-            Budget::WallClock(d) if d.is_zero() => {
-                Err("the wall-clock budget must be > 0 seconds".into())
+            Budget::WallClock(d) if d.is_zero() => Err(BudgetError::ZeroWallClock),
+            Budget::ThreadCpuSeconds(s) if !(s.is_finite() && s >= 0.0) => {
+                Err(BudgetError::BadCpuSeconds(s))
             }
-            Budget::ThreadCpuSeconds(s) if !(s.is_finite() && s >= 0.0) => Err(format!(
-                "the CPU-time budget must be a finite number of seconds >= 0, got {s}"
-            )),
             _ => Ok(()),
         }
     }
+}
+
+/// A budget that cannot be spent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BudgetError {
+    /// A wall-clock budget of zero.
+    #[error("the wall-clock budget must be > 0 seconds")]
+    ZeroWallClock,
+    /// A thread-CPU budget that is negative or not finite.
+    #[error("the CPU-time budget must be a finite number of seconds >= 0, got {0}")]
+    BadCpuSeconds(f64),
 }
 
 /// Decides, at each iteration boundary, whether a [`Budget`] is spent.

@@ -12,7 +12,7 @@ mod budget;
 mod chain;
 mod progress;
 
-pub use budget::{Budget, thread_cpu_seconds};
+pub use budget::{Budget, BudgetError, thread_cpu_seconds};
 pub use chain::{
     ChainKernel, ChainObserver, ChainOutcome, ChainPlan, Divergence, SamplerKernel, Transition,
     all_finite, drive, drive_chain, drive_kernel,
@@ -137,19 +137,33 @@ impl RunReport {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
-    /// Invalid run settings.
+    /// `chains = 0`.
+    #[error("invalid run settings: chains must be at least 1")]
+    NoChains,
+    /// `thin = 0`.
+    #[error("invalid run settings: thin must be at least 1")]
+    ZeroThin,
+    /// A budget that cannot be spent.
     #[error("invalid run settings: {0}")]
-    Settings(String),
+    Budget(#[from] BudgetError),
     /// A chain's sampler or estimator settings cannot be built.
     #[error(transparent)]
     Build(#[from] crate::settings::SettingsError),
-    /// Building a chain failed.
-    #[error("chain {chain}: {message}")]
+    /// A chain's starting point has a NaN or infinite coordinate.
+    #[error("chain {chain}: initial point is not finite: {init:?}")]
+    NonFiniteInit {
+        /// Chain number.
+        chain: usize,
+        /// The starting point.
+        init: Vec<f64>,
+    },
+    /// Building a chain failed (the caller's own error, kept typed as the source).
+    #[error("chain {chain}: {source}")]
     ChainSetup {
         /// Chain number.
         chain: usize,
         /// Why.
-        message: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// Draws could not be stored.
     #[error("storing draws of chain {chain}: {source}")]
@@ -164,12 +178,12 @@ pub enum RunError {
 impl RunSettings {
     fn validate(&self) -> Result<(), RunError> {
         if self.chains == 0 {
-            return Err(RunError::Settings("chains must be at least 1".into()));
+            return Err(RunError::NoChains);
         }
         if self.thin == 0 {
-            return Err(RunError::Settings("thin must be at least 1".into()));
+            return Err(RunError::ZeroThin);
         }
-        self.budget.check().map_err(RunError::Settings)
+        Ok(self.budget.check()?)
     }
 }
 
@@ -218,9 +232,9 @@ where
         let mut rng = chain_stream(settings.seed, c);
         let chain = make_chain(c, &mut rng)?;
         if !chain.init.iter().all(|v| v.is_finite()) {
-            return Err(RunError::ChainSetup {
+            return Err(RunError::NonFiniteInit {
                 chain: c,
-                message: format!("initial point is not finite: {:?}", chain.init),
+                init: chain.init,
             });
         }
         let writer = sink

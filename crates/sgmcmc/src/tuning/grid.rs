@@ -225,21 +225,28 @@ pub fn expand_grid(
                 AxisValue::Step(step) => {
                     table = table
                         .with_step_size(*step)
-                        .map_err(|e| TuneError::Grid(format!("[tune.grid] `{key}`: {e}")))?;
+                        .map_err(|source| TuneError::GridKey {
+                            key: key.clone(),
+                            source,
+                        })?;
                 }
                 AxisValue::Sampler(v) => table = with_key(&table, key, v)?,
                 AxisValue::Batch(b) => gradient.batch_size = *b,
             }
             labels.push((key.clone(), label.clone()));
         }
-        table
-            .build()
-            .map_err(|e| TuneError::Grid(format!("[tune.grid] arm {index}: {e}")))?;
-        arms.push(ArmSettings {
+        let arm = ArmSettings {
             sampler: table,
             gradient,
             values: labels,
-        });
+        };
+        arm.sampler.build().map_err(|source| TuneError::Arm {
+            index,
+            label: arm.label(),
+            table: "sampler",
+            source,
+        })?;
+        arms.push(arm);
     }
     Ok(arms)
 }
@@ -260,9 +267,7 @@ pub fn heuristic_arm(
     batch: BatchSize,
 ) -> Result<ArmSettings, TuneError> {
     let step = 1.0 / num_data as f64;
-    let mut table = sampler
-        .with_step_size(step)
-        .map_err(|e| TuneError::Grid(format!("the 1/N heuristic: {e}")))?;
+    let mut table = sampler.with_step_size(step).map_err(TuneError::Heuristic)?;
     let mut values = vec![
         ("log10_step_size".to_string(), trim_float(step.log10())),
         ("batch_size".to_string(), batch_label(batch)),

@@ -217,8 +217,11 @@ impl TuneContext<'_> {
     /// Check every arm against the model (batch sizes, sampler with estimator) before running.
     pub fn check(&self, arms: &[ArmSettings]) -> Result<(), TuneError> {
         for (i, arm) in arms.iter().enumerate() {
-            let named = |table: &str, e: SettingsError| {
-                TuneError::Grid(format!("arm {i} ({}): [{table}] {e}", arm.label()))
+            let named = |table: &'static str, source: SettingsError| TuneError::Arm {
+                index: i,
+                label: arm.label(),
+                table,
+                source,
             };
             arm.gradient
                 .check(self.model)
@@ -535,7 +538,7 @@ impl Workers {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(1)
                     .build()
-                    .map_err(|e| TuneError::Grid(format!("cannot start a worker thread: {e}")))
+                    .map_err(TuneError::Thread)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self(pools))

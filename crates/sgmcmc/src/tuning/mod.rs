@@ -35,9 +35,35 @@ pub use scores::{ScoreFunction, TuneScores};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TuneError {
-    /// The grid or a tuning setting is invalid.
+    /// The grid or a tuning setting is invalid (the message names the key and the value).
     #[error("{0}")]
     Grid(String),
+    /// A grid value cannot be applied to the sampler's settings.
+    #[error("[tune.grid] `{key}`: {source}")]
+    GridKey {
+        /// The grid's key.
+        key: String,
+        /// Why the settings refuse it.
+        source: crate::settings::SettingsError,
+    },
+    /// An arm's settings cannot be built or do not fit the model.
+    #[error("arm {index} ({label}): [{table}] {source}")]
+    Arm {
+        /// The arm's index in grid order.
+        index: usize,
+        /// The arm's label (its grid values).
+        label: String,
+        /// `sampler` or `gradient`.
+        table: &'static str,
+        /// Why.
+        source: crate::settings::SettingsError,
+    },
+    /// The 1/N heuristic's step cannot be set on the sampler.
+    #[error("the 1/N heuristic: {0}")]
+    Heuristic(crate::settings::SettingsError),
+    /// A worker thread for the arms could not be started.
+    #[error("cannot start a worker thread: {0}")]
+    Thread(#[from] rayon::ThreadPoolBuildError),
     /// The halving plan is invalid.
     #[error(transparent)]
     Halving(#[from] HalvingError),
