@@ -145,7 +145,9 @@ fn main() -> ExitCode {
             out,
             plot,
         } => tune::tune(&config, &out, method, plot.as_deref()),
-        Command::Bench(args) => sgmcmc_experiments::bench::bench(&args),
+        Command::Bench(args) => {
+            sgmcmc_experiments::bench::bench(&args).map_err(anyhow::Error::from)
+        }
         Command::Experiment { which } => experiment::run(which),
     };
     match result {

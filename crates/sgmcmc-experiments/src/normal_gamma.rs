@@ -221,7 +221,7 @@ fn run_method(
     post: &NormalGammaPosterior,
     cfg: &NormalGammaExperiment,
     rng: ChainRng,
-) -> anyhow::Result<NormalGammaRow> {
+) -> Result<NormalGammaRow, NormalGammaError> {
     Ok(match method.ccadl_settings(a) {
         Some(settings) => run_one(
             (method, h, a),
@@ -356,33 +356,55 @@ fn run_one<S: Sampler>(
     }
 }
 
+/// Why the Normal-Gamma experiment could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NormalGammaError {
+    /// An experiment setting out of range.
+    #[error("{0}")]
+    Setting(String),
+    /// The model could not be built.
+    #[error(transparent)]
+    Model(#[from] sgmcmc::model::ModelError),
+    /// A sampler could not be built.
+    #[error(transparent)]
+    Sampler(#[from] sgmcmc::sampler::SamplerError),
+}
+
 /// Run every configuration (in parallel over the cores; each run has its own stream, so the
 /// result does not depend on the thread count).
-pub fn run(cfg: &NormalGammaExperiment) -> anyhow::Result<NormalGammaResult> {
-    anyhow::ensure!(
-        cfg.batch >= 2,
-        "the batch must hold at least 2 points (CCAdL's covariance)"
-    );
-    anyhow::ensure!(
-        cfg.batch <= cfg.n_data,
-        "batch {} is larger than N = {}",
-        cfg.batch,
-        cfg.n_data
-    );
-    anyhow::ensure!(cfg.samples >= 1000, "at least 1000 samples are needed");
+pub fn run(cfg: &NormalGammaExperiment) -> Result<NormalGammaResult, NormalGammaError> {
+    if cfg.batch < 2 {
+        return Err(NormalGammaError::Setting(
+            "the batch must hold at least 2 points (CCAdL's covariance)".to_string(),
+        ));
+    }
+    if cfg.batch > cfg.n_data {
+        return Err(NormalGammaError::Setting(format!(
+            "batch {} is larger than N = {}",
+            cfg.batch, cfg.n_data
+        )));
+    }
+    if cfg.samples < 1000 {
+        return Err(NormalGammaError::Setting(
+            "at least 1000 samples are needed".to_string(),
+        ));
+    }
     let model = NormalGammaModel::new(draw_data(cfg.n_data, cfg.seed))?;
     let post = model.posterior();
     let mut configs = Vec::new();
     for &h in &cfg.steps {
-        anyhow::ensure!(
-            h.is_finite() && h > 0.0,
-            "step size h must be finite and > 0, got {h}"
-        );
+        if !(h.is_finite() && h > 0.0) {
+            return Err(NormalGammaError::Setting(format!(
+                "step size h must be finite and > 0, got {h}"
+            )));
+        }
         for &a in &cfg.diffusions {
-            anyhow::ensure!(
-                a.is_finite() && a > 0.0,
-                "diffusion A must be finite and > 0, got {a}"
-            );
+            if !(a.is_finite() && a > 0.0) {
+                return Err(NormalGammaError::Setting(format!(
+                    "diffusion A must be finite and > 0, got {a}"
+                )));
+            }
             for &m in &cfg.methods {
                 configs.push((m, h, a));
             }
@@ -394,7 +416,7 @@ pub fn run(cfg: &NormalGammaExperiment) -> anyhow::Result<NormalGammaResult> {
         .map(|(k, &(m, h, a))| {
             run_method(m, h, a, &model, &post, cfg, stream(cfg.seed, 1 + k as u64))
         })
-        .collect::<anyhow::Result<_>>()?;
+        .collect::<Result<_, NormalGammaError>>()?;
     Ok(NormalGammaResult {
         settings: cfg.clone(),
         posterior: [post.mu, post.kappa, post.alpha, post.beta],

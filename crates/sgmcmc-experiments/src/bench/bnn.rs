@@ -9,7 +9,7 @@
 //! the 1024³ product's rate is printed too.
 
 use super::{BenchArgs, median, rate};
-use anyhow::{Context, Result};
+use super::{BenchError, Result};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use sgmcmc::cpu::clear_upper_vector_state;
@@ -84,11 +84,17 @@ fn square_peak(repeats: usize) -> f64 {
 /// `sgmcmc bench --bnn DIR`.
 pub fn bnn(args: &BenchArgs, dir: &Path) -> Result<()> {
     let batch = args.bnn_batch;
-    let (images, labels) = mnist_pair::<f64>(dir, "train")
-        .with_context(|| format!("--bnn {}: loading the MNIST train split", dir.display()))?;
+    let (images, labels) = mnist_pair::<f64>(dir, "train").map_err(|e| {
+        BenchError::step(
+            format!("--bnn {}: loading the MNIST train split", dir.display()),
+            e,
+        )
+    })?;
     let rows = images.rows();
     if batch == 0 || batch > rows {
-        anyhow::bail!("--bnn-batch must be in 1..={rows}");
+        return Err(BenchError::Setting(format!(
+            "--bnn-batch must be in 1..={rows}"
+        )));
     }
     let data = Dataset {
         features: Features::F64(images),

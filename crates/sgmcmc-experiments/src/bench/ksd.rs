@@ -12,8 +12,8 @@
 //! Full-batch scores: one parallel pass over the N rows per kept draw (N·D reads, 4·N·D FLOPs
 //! plus one exp per row); the memory bound is N·D·8 bytes at the sequential read bandwidth.
 
+use super::{BenchError, Result};
 use super::{block_rate, calls_per_block, median, sequential_bandwidth};
-use anyhow::{Context, Result, bail};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use serde::Serialize;
@@ -225,10 +225,12 @@ fn gemm_only(z: &[f64], p: usize, d: usize, b: usize) -> f64 {
 pub fn ksd(args: &super::BenchArgs) -> Result<()> {
     let tile = args.tile.unwrap_or(KSD_TILE);
     if tile == 0 {
-        bail!("--tile must be at least 1");
+        return Err(BenchError::Setting("--tile must be at least 1".to_string()));
     }
     if args.score_draws == 0 {
-        bail!("--score-draws must be at least 1");
+        return Err(BenchError::Setting(
+            "--score-draws must be at least 1".to_string(),
+        ));
     }
     let threads = rayon::current_num_threads();
     println!(
@@ -372,7 +374,7 @@ pub fn ksd(args: &super::BenchArgs) -> Result<()> {
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
         std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+            .map_err(|e| BenchError::step(format!("cannot write {}", path.display()), e))?;
         println!("wrote {}", path.display());
     }
     Ok(())

@@ -13,8 +13,8 @@
 //! then timed in rounds: one block of each unit per round, `repeats` rounds, the median block
 //! rate reported. Interleaving spreads the machine's slow drifts over all units alike.
 
+use super::{BenchError, Result};
 use super::{block_rate, calls_per_block, median, timed_steps};
-use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use sgmcmc::data::synthetic;
 use sgmcmc::estimator::BatchTerms;
@@ -99,10 +99,10 @@ fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerSettings
     for name in only {
         if !samplers.iter().any(|(label, _)| label == name) {
             let known: Vec<&str> = samplers.iter().map(|s| s.0).collect();
-            bail!(
+            return Err(BenchError::Setting(format!(
                 "bench --matrix: unknown sampler `{name}` (known: {})",
                 known.join(", ")
-            );
+            )));
         }
     }
     samplers
@@ -112,7 +112,7 @@ fn sampler_configs(only: &[String]) -> Result<Vec<(&'static str, SamplerSettings
         .map(|(_, (label, settings))| {
             settings
                 .build()
-                .with_context(|| format!("bench sampler {label}"))?;
+                .map_err(|e| BenchError::step(format!("bench sampler {label}"), e))?;
             Ok((label, settings))
         })
         .collect()
@@ -162,7 +162,7 @@ impl Unit<'_> {
             position,
             budget,
         )
-        .with_context(|| format!("bench --matrix: {}", self.label))
+        .map_err(|e| BenchError::step(format!("bench --matrix: {}", self.label), e))
     }
 
     /// One estimate of a bare unit.
@@ -185,10 +185,10 @@ impl Unit<'_> {
         if out.iter().all(|v| v.is_finite()) {
             Ok(())
         } else {
-            bail!(
+            Err(BenchError::Setting(format!(
                 "bench --matrix: {}: the estimate is not finite after a timed block",
                 self.label
-            )
+            )))
         }
     }
 
@@ -305,7 +305,7 @@ pub fn matrix(args: &super::BenchArgs) -> Result<()> {
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report).expect("report serialises");
         std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
+            .map_err(|e| BenchError::step(format!("cannot write {}", path.display()), e))?;
         println!("wrote {}", path.display());
     }
     Ok(())

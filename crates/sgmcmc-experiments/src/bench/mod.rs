@@ -19,7 +19,6 @@ mod ksd;
 mod matrix;
 mod pmf;
 
-use anyhow::{Result, bail};
 use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch, Subsampler};
 use sgmcmc::io::SinkError;
@@ -34,63 +33,121 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-/// Options of `sgmcmc bench`.
-#[derive(clap::Args)]
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// A bench option out of range, or a chain that left the finite reals (the message names
+    /// the flag or the unit).
+    #[error("{0}")]
+    Setting(String),
+    /// A step of the bench failed: what it was doing, and the typed error.
+    #[error("{context}: {source}")]
+    Step {
+        /// What the bench was doing.
+        context: String,
+        /// The error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A model could not be built.
+    #[error(transparent)]
+    Model(#[from] sgmcmc::model::ModelError),
+    /// An estimator could not be built.
+    #[error(transparent)]
+    Estimator(#[from] sgmcmc::estimator::EstimatorError),
+    /// Sampler or estimator settings could not be built.
+    #[error(transparent)]
+    Settings(#[from] sgmcmc::settings::SettingsError),
+    /// A sampler could not be built.
+    #[error(transparent)]
+    Sampler(#[from] sgmcmc::sampler::SamplerError),
+    /// The MAP search failed.
+    #[error(transparent)]
+    Map(#[from] sgmcmc::optim::MapError),
+    /// The chain's observer failed.
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    /// Data could not be read.
+    #[error(transparent)]
+    Data(#[from] sgmcmc::data::DataError),
+    /// A KSD could not be computed.
+    #[error(transparent)]
+    Stein(#[from] sgmcmc::stein::SteinError),
+    /// A thread pool could not be started.
+    #[error("cannot start a thread pool: {0}")]
+    Threads(#[from] rayon::ThreadPoolBuildError),
+}
+
+impl BenchError {
+    /// `source`, with what the bench was doing.
+    fn step(context: String, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        BenchError::Step {
+            context,
+            source: source.into(),
+        }
+    }
+}
+
+/// The result of a bench step.
+pub type Result<T> = std::result::Result<T, BenchError>;
+
+/// Options of `sgmcmc bench` (clap arguments with the feature `cli`).
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct BenchArgs {
     /// Rows N of the synthetic data.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1_000_000))]
     rows: usize,
     /// Features d.
-    #[arg(long, default_value_t = 10)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 10))]
     dim: usize,
     /// Batch sizes to measure (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [10_000usize, 1_000])]
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', default_values_t = [10_000usize, 1_000]))]
     batches: Vec<usize>,
     /// Feature storage precisions to measure: f64, f32 (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [String::from("f64"), String::from("f32")])]
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', default_values_t = [String::from("f64"), String::from("f32")]))]
     precision: Vec<String>,
     /// Instead: every sampler x every estimator (minibatch, control variates at the MAP, SVRG)
     /// at batch 1 % of N, f64 storage, one chain on one thread, with the bare estimator's cost
     /// and each sampler's cost per estimate relative to SGLD.
-    #[arg(long, conflicts_with_all = ["batches", "precision"])]
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["batches", "precision"]))]
     matrix: bool,
     /// With --matrix: only these samplers (labels as printed, comma-separated); SGLD, the
     /// reference, is always measured.
-    #[arg(long, value_delimiter = ',', requires = "matrix")]
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', requires = "matrix"))]
     samplers: Vec<String>,
     /// Instead: seconds per IMQ KSD (V-statistic) of 1,000 x 10, 5,000 x 10 and 1,000 x 100
     /// draws on all cores, with FLOPs and the faer GEMM peak, and the cost per draw of
     /// full-batch scores on the synthetic logistic data (--rows x --dim).
-    #[arg(long, conflicts_with_all = ["matrix", "batches", "precision", "samplers"])]
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["matrix", "batches", "precision", "samplers"]))]
     ksd: bool,
     /// With --ksd: tile rows of the KSD (default: the library's).
-    #[arg(long, requires = "ksd")]
+    #[cfg_attr(feature = "cli", arg(long, requires = "ksd"))]
     tile: Option<usize>,
     /// With --ksd: draws at which full-batch scores are timed.
-    #[arg(long, default_value_t = 200, requires = "ksd")]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 200, requires = "ksd"))]
     score_draws: usize,
     /// Instead: the 784-100-10 network's gradient on the MNIST train split in this directory
     /// (gradients/s, GFLOP/s against the measured faer GEMM peak of the same shapes, SGLD it/s).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["matrix", "ksd", "batches", "precision"])]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "DIR", conflicts_with_all = ["matrix", "ksd", "batches", "precision"]))]
     bnn: Option<PathBuf>,
     /// With --bnn: the minibatch size.
-    #[arg(long, default_value_t = 600, requires = "bnn")]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 600, requires = "bnn"))]
     bnn_batch: usize,
     /// Instead: Bayesian PMF on this MovieLens ratings file (e.g. u1.base): SGLD iterations/s
     /// and the parts of an iteration.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["matrix", "ksd", "batches", "precision", "bnn"])]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE", conflicts_with_all = ["matrix", "ksd", "batches", "precision", "bnn"]))]
     pmf: Option<PathBuf>,
     /// With --pmf: the minibatch size.
-    #[arg(long, default_value_t = 800, requires = "pmf")]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 800, requires = "pmf"))]
     pmf_batch: usize,
     /// With --matrix or --ksd: also write the table as JSON to this file.
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     json: Option<PathBuf>,
     /// Seconds per timed repeat.
-    #[arg(long, default_value_t = 1.0)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1.0))]
     seconds: f64,
     /// Timed repeats (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = 5))]
     repeats: usize,
 }
 
@@ -138,7 +195,7 @@ pub(crate) fn timed_steps<S: Sampler + ?Sized>(
         fn started(&mut self, _: &S) {
             self.0 = Some(Instant::now());
         }
-        fn kept(&mut self, _: &S) -> Result<(), SinkError> {
+        fn kept(&mut self, _: &S) -> std::result::Result<(), SinkError> {
             Ok(())
         }
     }
@@ -152,11 +209,11 @@ pub(crate) fn timed_steps<S: Sampler + ?Sized>(
     let outcome = drive_chain(sampler, estimator, rng, position, &plan, &mut clock, &never)?;
     let seconds = clock.0.map_or(0.0, |t| t.elapsed().as_secs_f64());
     if let Some(d) = outcome.divergence {
-        bail!(
+        return Err(BenchError::Setting(format!(
             "the chain's position or score is not finite at timed iteration {} (the bench's step \
              size is too large for this posterior)",
             d.iteration
-        );
+        )));
     }
     position.copy_from_slice(&outcome.last_finite_state);
     Ok((outcome.iterations, seconds))
@@ -240,10 +297,14 @@ fn index_rate(rows: usize, n_batch: usize, seconds: f64, repeats: usize) -> f64 
 /// `sgmcmc bench`.
 pub fn bench(args: &BenchArgs) -> Result<()> {
     if args.repeats == 0 || !(args.seconds.is_finite() && args.seconds > 0.0) {
-        bail!("--repeats must be at least 1 and --seconds finite and > 0");
+        return Err(BenchError::Setting(
+            "--repeats must be at least 1 and --seconds finite and > 0".to_string(),
+        ));
     }
     if args.json.is_some() && !(args.matrix || args.ksd) {
-        bail!("--json needs --matrix or --ksd");
+        return Err(BenchError::Setting(
+            "--json needs --matrix or --ksd".to_string(),
+        ));
     }
     if args.matrix {
         return matrix::matrix(args);
@@ -259,11 +320,16 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     }
     for p in &args.precision {
         if p != "f64" && p != "f32" {
-            bail!("--precision: unknown precision {p:?} (use f64 and/or f32)");
+            return Err(BenchError::Setting(format!(
+                "--precision: unknown precision {p:?} (use f64 and/or f32)"
+            )));
         }
     }
     if args.batches.iter().any(|&b| b == 0 || b > args.rows) {
-        bail!("--batches: every batch size must be in 1..={}", args.rows);
+        return Err(BenchError::Setting(format!(
+            "--batches: every batch size must be in 1..={}",
+            args.rows
+        )));
     }
     println!(
         "sgmcmc bench: SGLD, one chain, synthetic logistic regression N = {}, d = {}; median of {} x {:.1} s; {} threads available",

@@ -8,7 +8,7 @@
 //! coordinates (O(D)). At n = 800, d = 20 the data part is 32,000 coordinates against D = 52,580.
 
 use super::{BenchArgs, rate};
-use anyhow::{Context, Result};
+use super::{BenchError, Result};
 use sgmcmc::data::{load_movielens, movielens_counts};
 use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch};
 use sgmcmc::model::{DataIndex, Model, Pmf, PmfSettings, Scratch};
@@ -23,11 +23,14 @@ const PAPER_IT_S: f64 = 760.0;
 /// `sgmcmc bench --pmf FILE`.
 pub fn pmf(args: &BenchArgs, file: &Path) -> Result<()> {
     let batch = args.pmf_batch;
-    let data = load_movielens(file).with_context(|| format!("--pmf {}", file.display()))?;
+    let data = load_movielens(file)
+        .map_err(|e| BenchError::step(format!("--pmf {}", file.display()), e))?;
     let counts = movielens_counts(file)?;
     let rows = data.rows();
     if batch == 0 || batch > rows {
-        anyhow::bail!("--pmf-batch must be in 1..={rows}");
+        return Err(BenchError::Setting(format!(
+            "--pmf-batch must be in 1..={rows}"
+        )));
     }
     let settings = PmfSettings {
         users: counts.map(|c| c.0),
