@@ -14,10 +14,8 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatMut, MatRef, Par};
 use sgmcmc::cpu::clear_upper_vector_state;
 use sgmcmc::data::{Dataset, Features, idx::mnist_pair};
-use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch};
 use sgmcmc::model::{BNN_DEFAULT_HIDDEN, Bnn, DataIndex, Model, Scratch};
 use sgmcmc::rng::{chain_stream, stream};
-use sgmcmc::sampler::{Sgld, StepSize};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;
@@ -159,18 +157,7 @@ pub fn bnn(args: &BenchArgs, dir: &Path) -> Result<()> {
         grads_s / PAPER_IT_S
     );
 
-    let mut est = Minibatch::new(&model, BatchSize::Count(batch))?;
-    let mut sgld = Sgld::new(StepSize::Langevin(1e-5), 1.0)?;
-    let mut rng = stream(3, 0);
-    let it_s = super::chain_rate(
-        &mut sgld,
-        &mut est,
-        &mut rng,
-        &theta,
-        args.seconds,
-        args.repeats,
-    )?;
-    black_box(est.cost_per_estimate());
+    let it_s = super::sgld_rate(&model, batch, &theta, args.seconds, args.repeats)?;
     println!(
         "SGLD (step 1e-5, minibatch {batch} without replacement): {it_s:.0} iterations/s ({:.2}x the paper code)",
         it_s / PAPER_IT_S

@@ -243,6 +243,23 @@ pub(crate) fn chain_rate<S: Sampler + ?Sized>(
     Ok(median(rates))
 }
 
+/// SGLD's iterations/s on `model` (step ε = 1e-5, uniform minibatches of `batch` without
+/// replacement) from `theta`, as [`chain_rate`] times it: the real-data benches' sampler.
+pub(crate) fn sgld_rate(
+    model: &dyn Model,
+    batch: usize,
+    theta: &[f64],
+    seconds: f64,
+    repeats: usize,
+) -> Result<f64> {
+    let mut est = Minibatch::new(model, BatchSize::Count(batch))?;
+    let mut sgld = Sgld::new(StepSize::Langevin(1e-5), 1.0)?;
+    let mut rng = stream(3, 0);
+    let it_s = chain_rate(&mut sgld, &mut est, &mut rng, theta, seconds, repeats)?;
+    black_box(est.cost_per_estimate());
+    Ok(it_s)
+}
+
 /// Run `step` in timed blocks of at least `seconds`; returns the median rate (calls/s).
 fn rate(seconds: f64, repeats: usize, mut step: impl FnMut()) -> f64 {
     let per_block = calls_per_block(seconds, &mut step);

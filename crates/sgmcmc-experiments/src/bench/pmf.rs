@@ -10,10 +10,8 @@
 use super::{BenchArgs, rate};
 use super::{BenchError, Result};
 use sgmcmc::data::{load_movielens, movielens_counts};
-use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch};
 use sgmcmc::model::{DataIndex, Model, Pmf, PmfSettings, Scratch};
 use sgmcmc::rng::{fill_standard_normal, stream};
-use sgmcmc::sampler::{Sgld, StepSize};
 use std::hint::black_box;
 use std::path::Path;
 
@@ -51,18 +49,7 @@ pub fn pmf(args: &BenchArgs, file: &Path) -> Result<()> {
     let mut theta = vec![0.0; dim];
     model.sample_prior(&mut rng, &mut theta)?;
 
-    let mut est = Minibatch::new(&model, BatchSize::Count(batch))?;
-    let mut sgld = Sgld::new(StepSize::Langevin(1e-5), 1.0)?;
-    let mut rng = stream(3, 0);
-    let it_s = super::chain_rate(
-        &mut sgld,
-        &mut est,
-        &mut rng,
-        &theta,
-        args.seconds,
-        args.repeats,
-    )?;
-    black_box(est.cost_per_estimate());
+    let it_s = super::sgld_rate(&model, batch, &theta, args.seconds, args.repeats)?;
     println!(
         "SGLD (step 1e-5, minibatch {batch} without replacement): {it_s:.0} iterations/s \
          ({:.1} us each; {:.2}x the paper code's {PAPER_IT_S:.0})",

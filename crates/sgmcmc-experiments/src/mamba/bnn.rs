@@ -17,7 +17,7 @@ use super::MambaError;
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::tuning::{GridValues, TuneGrid};
+use sgmcmc::tuning::TuneGrid;
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, MapOptimizer, ModelConfig,
     RunConfig,
@@ -85,14 +85,7 @@ pub const PAPER_TABLE_9: [[(f64, f64, f64, u64); 3]; 6] = [
 
 /// SGNHT's grid in the paper's re-run (reference §5.6): log10 step −5 … −7.5.
 pub fn sgnht_grid() -> TuneGrid {
-    TuneGrid {
-        log10_step_size: Some(GridValues::Range {
-            from: -5.0,
-            to: -7.5,
-            by: 0.5,
-        }),
-        ..real_data_grid()
-    }
+    super::step_batch_grid(-5.0, -7.5, &[100.0, 10.0, 1.0])
 }
 
 /// Settings of the experiment.

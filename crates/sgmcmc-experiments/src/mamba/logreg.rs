@@ -22,7 +22,6 @@ use sgmcmc::diagnostics::accuracy;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
-use sgmcmc::tuning::{GridValues, TuneGrid};
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, PriorKind,
     RunConfig, SyntheticConfig, SyntheticGenerator,
@@ -228,20 +227,7 @@ impl MambaLogregSettings {
                 test_fraction: Some(self.test_fraction),
                 ..EvaluationConfig::default()
             }),
-            grid: TuneGrid {
-                log10_step_size: Some(GridValues::Range {
-                    from: -1.0,
-                    to: -7.5,
-                    by: 0.5,
-                }),
-                batch_size: Some(vec![
-                    BatchSize::percent(100.0),
-                    BatchSize::percent(10.0),
-                    BatchSize::percent(1.0),
-                    BatchSize::percent(0.1),
-                ]),
-                ..TuneGrid::default()
-            },
+            grid: super::step_batch_grid(-1.0, -7.5, &[100.0, 10.0, 1.0, 0.1]),
             sghmc_inner_steps: vec![5, 10],
             grid_search: GridSearchConfig {
                 estimates: Some(self.grid_estimates),

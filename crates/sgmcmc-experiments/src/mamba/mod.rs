@@ -119,22 +119,20 @@ pub struct ExperimentSpec {
     pub map: RunConfig,
 }
 
+/// The papers' grids: log10 step `from`, `from` − 0.5, …, `to` × the batch sizes
+/// `percents` (% of N).
+pub fn step_batch_grid(from: f64, to: f64, percents: &[f64]) -> TuneGrid {
+    TuneGrid {
+        log10_step_size: Some(GridValues::Range { from, to, by: 0.5 }),
+        batch_size: Some(percents.iter().map(|&p| BatchSize::percent(p)).collect()),
+        ..TuneGrid::default()
+    }
+}
+
 /// The grid of the PMF and neural-network experiments (App. C.2.3, C.3.3): log10 step
 /// −2, −2.5, …, −7.5 × batch 100, 10, 1 % (36 arms; SGHMC adds L ∈ {5, 10}).
 pub fn real_data_grid() -> TuneGrid {
-    TuneGrid {
-        log10_step_size: Some(GridValues::Range {
-            from: -2.0,
-            to: -7.5,
-            by: 0.5,
-        }),
-        batch_size: Some(vec![
-            BatchSize::percent(100.0),
-            BatchSize::percent(10.0),
-            BatchSize::percent(1.0),
-        ]),
-        ..TuneGrid::default()
-    }
+    step_batch_grid(-2.0, -7.5, &[100.0, 10.0, 1.0])
 }
 
 /// The harness's settings (each experiment maps its own settings onto these).
