@@ -9,8 +9,7 @@ use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome, Works
 use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
-use crate::runner::ChainKernel;
-use crate::sampler::{MhStatistics, SamplerError, SamplerStatistics};
+use crate::sampler::{ChainKernel, MhStatistics, SamplerError, SamplerStatistics, all_finite};
 
 /// The accept/reject test of an MH chain.
 #[derive(Debug, Clone)]
@@ -185,7 +184,7 @@ impl ChainKernel for MhKernel<'_> {
 
     /// θ and, for gradient proposals, the score estimate at θ.
     fn is_finite(&self) -> bool {
-        crate::runner::all_finite(&self.theta) && crate::runner::all_finite(&self.score)
+        all_finite(&self.theta) && all_finite(&self.score)
     }
 
     fn gradient_evaluations(&self) -> u64 {

@@ -11,7 +11,7 @@
 //!   Metropolis tests;
 //! - [`proposal`]: random walk, Langevin and Hamiltonian proposals with their density ratios;
 //! - [`kernel`]: [`MhKernel`], proposal + test as a chain kernel of its own
-//!   ([`crate::runner::ChainKernel`]; only gradient proposals hold an estimator), with outcome
+//!   ([`crate::sampler::ChainKernel`]; only gradient proposals hold an estimator), with outcome
 //!   counts for the run summary.
 
 pub mod correction;

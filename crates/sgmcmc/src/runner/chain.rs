@@ -8,9 +8,9 @@ use super::budget::{Budget, BudgetClock};
 use crate::estimator::GradientEstimator;
 use crate::io::SinkError;
 use crate::rng::ChainRng;
-use crate::sampler::{Sampler, SamplerStatistics};
+use crate::sampler::{ChainKernel, Sampler, SamplerKernel, all_finite};
 use std::convert::Infallible;
-use std::ops::{ControlFlow, DerefMut};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How long one chain runs and which iterations it keeps.
@@ -69,13 +69,6 @@ pub struct ChainOutcome<F = Infallible> {
     pub stopped_by_observer: bool,
     /// The last finite state: where the chain ended, or the state before it diverged.
     pub last_finite_state: Vec<f64>,
-}
-
-/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
-/// branch-free sum decides (no early exit, vectorisable).
-#[inline]
-pub fn all_finite(x: &[f64]) -> bool {
-    x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
 }
 
 /// One transition of a Markov chain whose state and randomness it holds: what [`drive`]
@@ -174,88 +167,6 @@ pub fn drive<T: Transition + ?Sized>(
     Ok(outcome)
 }
 
-/// A self-contained Markov chain kernel that the runner can start anywhere and step with a
-/// random stream it is handed: a stochastic-gradient sampler with its gradient estimator
-/// ([`SamplerKernel`]), or minibatch Metropolis–Hastings ([`crate::mh::MhKernel`]), which
-/// needs no estimator unless its proposal uses gradients.
-pub trait ChainKernel {
-    /// Start (or restart) the chain at `init`.
-    fn start(&mut self, init: &[f64], rng: &mut ChainRng);
-    /// One transition.
-    fn step(&mut self, rng: &mut ChainRng);
-    /// The current position θ.
-    fn position(&self) -> &[f64];
-    /// Whether the chain's state is finite (default: θ).
-    fn is_finite(&self) -> bool {
-        all_finite(self.position())
-    }
-    /// Per-datum gradient evaluations since the last start (for
-    /// [`Budget::GradientEvaluations`]; default 0).
-    fn gradient_evaluations(&self) -> u64 {
-        0
-    }
-    /// The kernel's own counts for the run summary (an MH test's outcomes).
-    fn statistics(&self) -> Option<SamplerStatistics> {
-        None
-    }
-}
-
-/// A sampler with its gradient estimator as a [`ChainKernel`]: a start restarts the estimator
-/// and then the sampler at θ₀; a step is `sampler.step(estimator, rng)`; the state is finite
-/// when θ and the recorded score are. `P` owns or borrows the sampler (`Box<dyn Sampler>`,
-/// `&mut S`), `Q` the estimator.
-pub struct SamplerKernel<P, Q> {
-    sampler: P,
-    estimator: Q,
-    /// Evaluations of the start and of every step so far (without the estimator's extras).
-    counted: u64,
-    /// Evaluations of one step (fixed at the start).
-    per_step: u64,
-}
-
-impl<P, Q> SamplerKernel<P, Q> {
-    /// `sampler` driven by `estimator`.
-    pub fn new(sampler: P, estimator: Q) -> Self {
-        Self {
-            sampler,
-            estimator,
-            counted: 0,
-            per_step: 0,
-        }
-    }
-}
-
-impl<'e, P, Q> ChainKernel for SamplerKernel<P, Q>
-where
-    P: DerefMut,
-    P::Target: Sampler,
-    Q: DerefMut<Target = dyn GradientEstimator + 'e>,
-{
-    fn start(&mut self, init: &[f64], rng: &mut ChainRng) {
-        let per_estimate = self.estimator.cost_per_estimate() as u64;
-        self.counted = per_estimate;
-        self.per_step = self.sampler.estimates_per_step() as u64 * per_estimate;
-        self.estimator.restart(init);
-        self.sampler.start(init, &mut *self.estimator, rng);
-    }
-    fn step(&mut self, rng: &mut ChainRng) {
-        self.sampler.step(&mut *self.estimator, rng);
-        self.counted += self.per_step;
-    }
-    fn position(&self) -> &[f64] {
-        self.sampler.position()
-    }
-    fn is_finite(&self) -> bool {
-        all_finite(self.sampler.position()) && all_finite(self.sampler.score())
-    }
-    fn gradient_evaluations(&self) -> u64 {
-        self.counted + self.estimator.extra_evaluations_since_restart()
-    }
-    fn statistics(&self) -> Option<SamplerStatistics> {
-        self.sampler.statistics()
-    }
-}
-
 /// A kernel with its stream, as a [`Transition`].
 struct Streamed<'a, K: ?Sized> {
     kernel: &'a mut K,
@@ -320,20 +231,20 @@ impl<'s, 'e, S: ?Sized> ChainObserver<SamplerKernel<&'s mut S, &'e mut dyn Gradi
     for SamplerView<'_, S>
 {
     fn started(&mut self, kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>) {
-        self.0.started(kernel.sampler);
+        self.0.started(&**kernel.sampler());
     }
     fn kept(
         &mut self,
         kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>,
     ) -> Result<(), SinkError> {
-        self.0.kept(kernel.sampler)
+        self.0.kept(&**kernel.sampler())
     }
     fn iterated(
         &mut self,
         iteration: usize,
         kernel: &SamplerKernel<&'s mut S, &'e mut dyn GradientEstimator>,
     ) -> ControlFlow<()> {
-        self.0.iterated(iteration, kernel.sampler)
+        self.0.iterated(iteration, &**kernel.sampler())
     }
 }
 

@@ -12,10 +12,11 @@ mod budget;
 mod chain;
 mod progress;
 
+pub use crate::sampler::{ChainKernel, SamplerKernel, all_finite};
 pub use budget::{Budget, BudgetError, thread_cpu_seconds};
 pub use chain::{
-    ChainKernel, ChainObserver, ChainOutcome, ChainPlan, Divergence, SamplerKernel, Transition,
-    all_finite, drive, drive_chain, drive_kernel,
+    ChainObserver, ChainOutcome, ChainPlan, Divergence, Transition, drive, drive_chain,
+    drive_kernel,
 };
 pub use progress::{NoProgress, Progress};
 

@@ -10,6 +10,7 @@
 mod badodab;
 mod baoab;
 mod ccadl;
+mod kernel;
 mod noise_covariance;
 mod psgld;
 mod schedule;
@@ -21,6 +22,7 @@ mod statistics;
 pub use badodab::{Badodab, BadodabSettings};
 pub use baoab::{Baoab, BaoabSettings};
 pub use ccadl::{Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, FULL_COVARIANCE_MAX_DIM};
+pub use kernel::{ChainKernel, SamplerKernel, all_finite};
 pub use noise_covariance::{CovarianceShape, NoiseCovariance, SymmetricFunction};
 pub use psgld::{Psgld, PsgldSettings};
 pub use schedule::{DEFAULT_GAMMA, Scheduled, StepSchedule};

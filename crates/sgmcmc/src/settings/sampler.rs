@@ -7,11 +7,10 @@ use crate::mh::{
     MhKernel, WorkshopTest,
 };
 use crate::model::Model;
-use crate::runner::{ChainKernel, SamplerKernel};
 use crate::sampler::{
     Badodab, BadodabSettings, Baoab, BaoabSettings, Ccadl, CcadlOptions, CcadlSettings,
-    CovarianceShape, Psgld, PsgldSettings, Sampler, Sghmc, SghmcOptions, SghmcSettings, Sgld,
-    Sgnht, SgnhtSettings, StepSize,
+    ChainKernel, CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerKernel, Sghmc,
+    SghmcOptions, SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
 };
 use serde::{Deserialize, Serialize};
 

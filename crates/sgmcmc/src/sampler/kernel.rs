@@ -1,0 +1,101 @@
+//! [`ChainKernel`]: a self-contained Markov chain kernel (a sampler with its own gradient
+//! estimator, [`SamplerKernel`], or minibatch MH), the unit the runner starts and steps.
+
+use super::{Sampler, SamplerStatistics};
+use crate::estimator::GradientEstimator;
+use crate::rng::ChainRng;
+use std::ops::DerefMut;
+
+/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
+/// branch-free sum decides (no early exit, vectorisable).
+#[inline]
+pub fn all_finite(x: &[f64]) -> bool {
+    x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
+}
+
+/// A self-contained Markov chain kernel that the runner can start anywhere and step with a
+/// random stream it is handed: a stochastic-gradient sampler with its gradient estimator
+/// ([`SamplerKernel`]), or minibatch Metropolis–Hastings ([`crate::mh::MhKernel`]), which
+/// needs no estimator unless its proposal uses gradients.
+pub trait ChainKernel {
+    /// Start (or restart) the chain at `init`.
+    fn start(&mut self, init: &[f64], rng: &mut ChainRng);
+    /// One transition.
+    fn step(&mut self, rng: &mut ChainRng);
+    /// The current position θ.
+    fn position(&self) -> &[f64];
+    /// Whether the chain's state is finite (default: θ).
+    fn is_finite(&self) -> bool {
+        all_finite(self.position())
+    }
+    /// Per-datum gradient evaluations since the last start (for
+    /// [`crate::runner::Budget::GradientEvaluations`]; default 0).
+    fn gradient_evaluations(&self) -> u64 {
+        0
+    }
+    /// The kernel's own counts for the run summary (an MH test's outcomes).
+    fn statistics(&self) -> Option<SamplerStatistics> {
+        None
+    }
+}
+
+/// A sampler with its gradient estimator as a [`ChainKernel`]: a start restarts the estimator
+/// and then the sampler at θ₀; a step is `sampler.step(estimator, rng)`; the state is finite
+/// when θ and the recorded score are. `P` owns or borrows the sampler (`Box<dyn Sampler>`,
+/// `&mut S`), `Q` the estimator.
+pub struct SamplerKernel<P, Q> {
+    sampler: P,
+    estimator: Q,
+    /// Evaluations of the start and of every step so far (without the estimator's extras).
+    counted: u64,
+    /// Evaluations of one step (fixed at the start).
+    per_step: u64,
+}
+
+impl<P, Q> SamplerKernel<P, Q> {
+    /// `sampler` driven by `estimator`.
+    pub fn new(sampler: P, estimator: Q) -> Self {
+        Self {
+            sampler,
+            estimator,
+            counted: 0,
+            per_step: 0,
+        }
+    }
+
+    /// The sampler (as owned or borrowed).
+    pub fn sampler(&self) -> &P {
+        &self.sampler
+    }
+}
+
+impl<'e, P, Q> ChainKernel for SamplerKernel<P, Q>
+where
+    P: DerefMut,
+    P::Target: Sampler,
+    Q: DerefMut<Target = dyn GradientEstimator + 'e>,
+{
+    fn start(&mut self, init: &[f64], rng: &mut ChainRng) {
+        let per_estimate = self.estimator.cost_per_estimate() as u64;
+        self.counted = per_estimate;
+        self.per_step = self.sampler.estimates_per_step() as u64 * per_estimate;
+        self.estimator.restart(init);
+        self.sampler.start(init, &mut *self.estimator, rng);
+    }
+    fn step(&mut self, rng: &mut ChainRng) {
+        self.sampler.step(&mut *self.estimator, rng);
+        self.counted += self.per_step;
+    }
+    fn position(&self) -> &[f64] {
+        self.sampler.position()
+    }
+    fn is_finite(&self) -> bool {
+        all_finite(self.sampler.position()) && all_finite(self.sampler.score())
+    }
+    fn gradient_evaluations(&self) -> u64 {
+        self.counted + self.estimator.extra_evaluations_since_restart()
+    }
+    fn statistics(&self) -> Option<SamplerStatistics> {
+        self.sampler.statistics()
+    }
+}
