@@ -10,7 +10,11 @@ use sgmcmc::diagnostics::mcse_mean;
 use sgmcmc::estimator::GradientEstimator;
 use sgmcmc::model::PoissonLink;
 use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal, stream};
+use sgmcmc::io::SinkError;
+use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::Sampler;
+use std::ops::ControlFlow;
+use std::sync::atomic::AtomicBool;
 use std::fs;
 use std::io::Write as _;
 use std::path::Path;
@@ -336,15 +340,47 @@ pub fn col(chains: &[Vec<f64>], w: usize, j: usize) -> Vec<Vec<f64>> {
     chains.iter().map(|x| column(x, w, j)).collect()
 }
 
+/// [`drive_with`]'s observer: `after_burn` once burn-in ends, `record` at every kept draw.
+struct Watch<A, F, R> {
+    burn: usize,
+    after: Option<A>,
+    out: Vec<f64>,
+    after_burn: F,
+    record: R,
+}
+
+impl<S, A, F, R> ChainObserver<S> for Watch<A, F, R>
+where
+    F: Fn(&S) -> A,
+    R: Fn(&S, &mut Vec<f64>),
+{
+    fn started(&mut self, sampler: &S) {
+        if self.burn == 0 {
+            self.after = Some((self.after_burn)(sampler));
+        }
+    }
+    fn kept(&mut self, sampler: &S) -> Result<(), SinkError> {
+        (self.record)(sampler, &mut self.out);
+        Ok(())
+    }
+    fn iterated(&mut self, iteration: usize, sampler: &S) -> ControlFlow<()> {
+        if iteration == self.burn {
+            self.after = Some((self.after_burn)(sampler));
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
-// Driving samplers directly (without the runner), one thread per chain.
+// Driving samplers through the runner's loop (runner::drive_chain), one thread per chain.
 // ---------------------------------------------------------------------------------------------
 
 /// Run `chains` chains (one thread each) of the sampler/estimator pair `make(c)` from `theta0`
-/// on stream c of `seed`: `burn` iterations discarded, then `n` iterations, after every
-/// `thin`-th of which `record` appends what it wants to the chain's series. `after_burn` sees
-/// the sampler once, after burn-in (e.g. to read a frozen preconditioner); its output is
-/// returned with each chain's series.
+/// on stream c of `seed` through `runner::drive_chain`: `burn` iterations discarded, then `n`
+/// iterations, after every `thin`-th of which `record` appends what it wants to the chain's
+/// series. `after_burn` sees the sampler once, after burn-in (e.g. to read a frozen
+/// preconditioner); its output is returned with each chain's series. A chain that diverges
+/// fails the test.
 #[allow(clippy::too_many_arguments)]
 pub fn drive_with<S, E, A>(
     chains: usize,
@@ -370,19 +406,24 @@ where
                 scope.spawn(move || {
                     let (mut s, mut e) = make(c);
                     let mut rng = chain_stream(seed, c);
-                    s.start(theta0, &mut e, &mut rng);
-                    for _ in 0..burn {
-                        s.step(&mut e, &mut rng);
-                    }
-                    let a = after_burn(&s);
-                    let mut out = Vec::new();
-                    for t in 1..=n {
-                        s.step(&mut e, &mut rng);
-                        if t % thin == 0 {
-                            record(&s, &mut out);
-                        }
-                    }
-                    (a, out)
+                    let mut watch = Watch {
+                        burn,
+                        after: None,
+                        out: Vec::new(),
+                        after_burn,
+                        record,
+                    };
+                    let plan = ChainPlan {
+                        budget: Budget::Iterations(n),
+                        burn_in: burn,
+                        thin,
+                    };
+                    let stop = AtomicBool::new(false);
+                    let outcome =
+                        drive_chain(&mut s, &mut e, &mut rng, theta0, &plan, &mut watch, &stop)
+                            .expect("the test's observer stores nothing");
+                    assert!(outcome.divergence.is_none(), "chain {c} diverged");
+                    (watch.after.expect("burn-in ended"), watch.out)
                 })
             })
             .collect();
