@@ -233,15 +233,18 @@ pub enum MhMixtureError {
     /// A setting out of range.
     #[error("mh-mixture: {0}")]
     Setting(String),
-    /// A model or sampler could not be built.
+    /// The mixture model could not be built.
     #[error("mh-mixture: {0}")]
-    Build(String),
-}
-
-impl From<SamplerError> for MhMixtureError {
-    fn from(e: SamplerError) -> Self {
-        MhMixtureError::Build(e.to_string())
-    }
+    Model(#[from] sgmcmc::model::ModelError),
+    /// An MH kernel could not be built.
+    #[error("mh-mixture: {0}")]
+    Sampler(#[from] SamplerError),
+    /// The workshop's correction bank could not be built.
+    #[error("mh-mixture: {0}")]
+    Correction(#[from] sgmcmc::mh::correction::CorrectionError),
+    /// Every chain of a method failed its KS computation.
+    #[error("mh-mixture: every chain of {0} failed")]
+    AllChainsFailed(String),
 }
 
 /// Run the experiment; `log` receives progress lines.
@@ -256,8 +259,7 @@ pub fn run(
         GaussianMixtureModel::THETA_TRUE,
         settings.data_seed,
     );
-    let model =
-        GaussianMixtureModel::new(data).map_err(|e| MhMixtureError::Build(e.to_string()))?;
+    let model = GaussianMixtureModel::new(data)?;
     let t = Instant::now();
     let exact = exact_marginals(&model, settings.temperature, settings.grid_points);
     log(&format!(
@@ -271,7 +273,7 @@ pub fn run(
         t.elapsed().as_secs_f64(),
         n = settings.grid_points,
     ));
-    let bank = CorrectionBank::workshop().map_err(|e| MhMixtureError::Build(e.to_string()))?;
+    let bank = CorrectionBank::workshop()?;
     let mut methods = Vec::new();
     for (index, method) in MixtureMethod::ALL.into_iter().enumerate() {
         let t = Instant::now();
@@ -522,10 +524,7 @@ fn summarise(
         stats.merge(&run.stats);
     }
     if ks.is_empty() {
-        return Err(MhMixtureError::Build(format!(
-            "every chain of {} failed",
-            method.label()
-        )));
+        return Err(MhMixtureError::AllChainsFailed(method.label().to_string()));
     }
     let mut ks_pooled = [0.0; 2];
     let mut mean = [0.0; 2];

@@ -3,14 +3,15 @@
 //! what a run's `summary.json` metrics are computed against. A plain value at the bottom of the
 //! layers, so data loaders and diagnostics can use it without the reference samplers.
 
-use serde::{Deserialize, Serialize};
+#[cfg(feature = "serde")]
 use std::path::Path;
 
 /// Largest D for which a reference stores the full covariance (D² values: 32 MB at 2,000).
 pub const COVARIANCE_MAX_DIM: usize = 2_000;
 
 /// Posterior moments from a reference run, with that run's own convergence diagnostics.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ReferenceMoments {
     /// How the moments were obtained (e.g. "nuts-rs 0.17, 4 chains × 5000 draws").
     pub method: String,
@@ -23,13 +24,16 @@ pub struct ReferenceMoments {
     /// Posterior covariance, D × D row-major (symmetric); empty when D >
     /// [`COVARIANCE_MAX_DIM`] (52,580 PMF parameters would need 22 GB), in which case the file
     /// omits it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub covariance: Vec<f64>,
     /// Bulk ESS of each coordinate of the reference run (D).
-    #[serde(deserialize_with = "floats_or_null")]
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "floats_or_null"))]
     pub ess_bulk: Vec<f64>,
     /// Rank-normalised split R-hat of each coordinate of the reference run (D).
-    #[serde(deserialize_with = "floats_or_null")]
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "floats_or_null"))]
     pub rhat: Vec<f64>,
     /// Chains and post-warm-up draws per chain of the reference run.
     pub chains: usize,
@@ -37,10 +41,11 @@ pub struct ReferenceMoments {
     pub draws_per_chain: usize,
 }
 
+#[cfg(feature = "serde")]
 /// A list of numbers where `null` stands for NaN: JSON has no NaN, and serde_json writes a
 /// non-finite f64 (an undefined ESS or R-hat) as `null`.
 fn floats_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-    let values: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    let values: Vec<Option<f64>> = serde::Deserialize::deserialize(d)?;
     Ok(values.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect())
 }
 
@@ -106,6 +111,7 @@ impl ReferenceMoments {
         Ok(())
     }
 
+    #[cfg(feature = "serde")]
     /// Read and validate a reference file (JSON).
     pub fn load(path: &Path) -> Result<Self, ReferenceError> {
         let name = path.display().to_string();
@@ -123,6 +129,7 @@ impl ReferenceMoments {
         Ok(moments)
     }
 
+    #[cfg(feature = "serde")]
     /// Write the file (pretty JSON), atomically (temporary file, then rename).
     pub fn save(&self, path: &Path) -> Result<(), ReferenceError> {
         let name = path.display().to_string();

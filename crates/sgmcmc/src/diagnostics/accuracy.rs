@@ -21,7 +21,6 @@ use crate::data::{Element, Features, Matrix};
 use crate::model::{Predictive, PredictiveTask};
 use crate::moments::ReferenceMoments;
 use rayon::prelude::*;
-use serde::Serialize;
 
 /// Number of equal-width confidence bins on [0, 1] for ECE and MCE (reference §5.6).
 pub const CALIBRATION_BINS: usize = 10;
@@ -211,7 +210,8 @@ pub fn mean_squared_z_of(
 }
 
 /// The end-of-run average squared z-score and the number of draws its mean used.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ZScore {
     /// (1/D)·Σⱼ ((μ̂ⱼ − μ_ref,ⱼ)/σ_ref,ⱼ)².
     pub value: f64,
@@ -305,7 +305,8 @@ pub fn log_loss_mamba(log_lik: &[f64], rows: usize) -> Result<f64, AccuracyError
 }
 
 /// One confidence bin of a [`Calibration`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CalibrationBin {
     /// Lower edge (excluded, except 0 in the first bin).
     pub lower: f64,
@@ -320,7 +321,8 @@ pub struct CalibrationBin {
 }
 
 /// Expected and maximum calibration error (Guo et al. 2017; MAMBA paper §4.3; reference §5.6).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Calibration {
     /// ECE = Σ_b (|B_b|/n)·|acc(B_b) − conf(B_b)|, a fraction in [0, 1] (the paper prints %).
     pub ece: f64,
@@ -425,10 +427,11 @@ pub fn rmse(predicted: &[f64], targets: &[f64]) -> Result<f64, AccuracyError> {
 }
 
 /// The test-split metrics of [`predictive_metrics`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PredictiveMetrics {
     /// Classification (with the number of classes) or regression.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub task: PredictiveTask,
     /// Test rows n.
     pub rows: usize,
@@ -440,25 +443,25 @@ pub struct PredictiveMetrics {
     /// The MAMBA code's (1/S)·Σₛ (1/n)·Σᵢ −log p(yᵢ | xᵢ, θₛ) (reference §5.5).
     pub log_loss_mamba: f64,
     /// Classifiers: fraction of rows whose top posterior-mean class is the label.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub accuracy: Option<f64>,
     /// Classifiers: ECE, a fraction (see [`Calibration`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub ece: Option<f64>,
     /// Classifiers: MCE, a fraction.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub mce: Option<f64>,
     /// Classifiers: the number of equal-width confidence bins on [0, 1].
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub calibration_bins: Option<usize>,
     /// Classifiers: what the confidence is.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub calibration_confidence: Option<&'static str>,
     /// Classifiers: the bins (a reliability diagram).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub calibration: Option<Vec<CalibrationBin>>,
     /// Regression: RMSE of the posterior-mean prediction (1/S)·Σₛ E[y | xᵢ, θₛ].
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub rmse: Option<f64>,
 }
 

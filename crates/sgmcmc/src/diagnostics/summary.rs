@@ -72,7 +72,8 @@ fn quantile_unsorted(buf: &mut [f64], p: f64) -> f64 {
 
 /// Posterior summary of one scalar parameter, the columns of ArviZ `az.summary`
 /// (Vehtari et al. 2021 diagnostics; quantiles instead of HDI).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ParameterSummary {
     /// Mean of all pooled draws.
     pub mean: f64,

@@ -113,6 +113,7 @@ pub enum BatchSize {
     Fraction(f64),
 }
 
+#[cfg(feature = "serde")]
 /// As written in a run file: an integer count, a fraction of N in (0, 1], or a percentage
 /// string such as `"1%"` (read as its fraction).
 impl serde::Serialize for BatchSize {
@@ -124,6 +125,7 @@ impl serde::Serialize for BatchSize {
     }
 }
 
+#[cfg(feature = "serde")]
 impl<'de> serde::Deserialize<'de> for BatchSize {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;

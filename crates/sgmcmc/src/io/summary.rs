@@ -2,16 +2,16 @@
 //! table for the terminal and as `summary.json`.
 
 use crate::diagnostics::{ParameterSummary, summarize};
-use serde::Serialize;
 
 /// One parameter's row of the summary: its name and its [`ParameterSummary`] (serialised flat:
 /// `name`, `mean`, `sd`, `q05`, `q95`, `ess_bulk`, `ess_tail`, `rhat`, `mcse_mean`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ParameterRow {
     /// Parameter name.
     pub name: String,
     /// Moments, quantiles and diagnostics.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub stats: ParameterSummary,
 }
 

@@ -11,11 +11,14 @@ use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
 use crate::sampler::{add_scaled_noise, resample_momentum};
-use serde::{Deserialize, Serialize};
 
 /// A proposal as written in `[sampler] proposal = { kind = ..., ... }`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum Proposal {
     /// θ' = θ + sd·ξ (symmetric: the ratio is 0; no gradient).
     RandomWalk {

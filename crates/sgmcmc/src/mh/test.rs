@@ -12,13 +12,13 @@ use super::ratio::{LikelihoodRatios, RunningMoments};
 use crate::rng::ChainRng;
 use crate::sampler::{SamplerError, check_temperature, standard_normal};
 use rand::RngExt;
-use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// What the minibatch Barker test does when the variance estimate s² is not below σ²
 /// (reference §6.5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum FailurePolicy {
     /// Add m more points and test again (UAI version; the default). With all N points used the
     /// finite-population variance is 0, so the test always ends.
@@ -35,8 +35,9 @@ pub enum FailurePolicy {
 }
 
 /// The estimate s² of Var(Δ*) (reference §6.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum VarianceEstimate {
     /// s² = (1 − b/N)·S²_Λ/b with S² the sample variance (n − 1): the unbiased variance of a
     /// mean drawn without replacement; 0 at b = N, where the test is Barker's exactly.
@@ -458,8 +459,9 @@ impl WorkshopTest {
 }
 
 /// The acceptance rule of an exact (full-data) test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum ExactRule {
     /// Barker: accept with probability 1/(1 + e^(−Δ)), i.e. iff Δ + X_log > 0.
     Barker,

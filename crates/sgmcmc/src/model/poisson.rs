@@ -24,8 +24,9 @@ pub type PoissonRegression = Glm<Poisson>;
 const SOFTPLUS_LOG_CUTOFF: f64 = -700.0;
 
 /// The link between the linear predictor z and the rate λ.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum PoissonLink {
     /// λ = eᶻ (canonical link).
     #[default]

@@ -6,11 +6,11 @@
 //! distribution (the GLMs do, the Gaussian location model does not).
 
 use super::{Bernoulli, Family, Glm, Model, ModelError, Normal};
-use serde::Serialize;
 
 /// What a model predicts for a held-out row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "task", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "task", rename_all = "snake_case"))]
 pub enum PredictiveTask {
     /// y is a class index in 0..classes; the summary is p(y = c | x, θ) for every class c.
     Classification {

@@ -3,7 +3,8 @@
 use crate::rng::{ChainRng, fill_standard_normal};
 
 /// θ ~ N(0, σ²·I). `variance = ∞` is the flat (improper) prior.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct NormalPrior {
     /// σ², the variance of every coordinate.
     pub variance: f64,
@@ -55,7 +56,8 @@ impl NormalPrior {
 
 /// θᵢ ~ Cauchy(0, s) independently (the coreset paper's logistic-regression prior, reference
 /// §7.9): log p(θ) = −Σᵢ log(1 + (θᵢ/s)²) up to the constant −D·log(π·s).
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct CauchyPrior {
     /// The scale s > 0 of every coordinate.
     pub scale: f64,

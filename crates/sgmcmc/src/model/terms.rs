@@ -28,8 +28,9 @@ use faer::{Accum, MatMut, MatRef, Par};
 const BLOCK: usize = 128;
 
 /// Which part of the term covariance is kept (`"full"` or `"diagonal"` in a run file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CovarianceShape {
     /// The diagonal only: O(D) work per term.
     Diagonal,

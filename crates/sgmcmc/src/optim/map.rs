@@ -5,7 +5,8 @@ use crate::estimator::FullDataEvaluator;
 use crate::model::Model;
 
 /// The MAP and how it was found.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MapResult {
     /// θ̂ = argmax log π.
     pub theta: Vec<f64>,

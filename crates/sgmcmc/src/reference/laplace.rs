@@ -6,10 +6,10 @@ use crate::estimator::FullDataEvaluator;
 use crate::model::Model;
 use crate::optim::lbfgs::LbfgsOptions;
 use crate::optim::{MapError, find_map};
-use serde::Serialize;
 
 /// N(mean, covariance) approximating the posterior.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct LaplaceApproximation {
     /// θ̂, the MAP (D).
     pub mean: Vec<f64>,

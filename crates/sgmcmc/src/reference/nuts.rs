@@ -29,7 +29,6 @@ use crate::rng::{chain_stream, fill_standard_normal};
 use crate::runner::{Budget, ChainObserver, ChainPlan, ChainReport, Progress, Transition, drive};
 use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, HasDims, LogpError, Settings};
 use rayon::prelude::*;
-use serde::Serialize;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -45,7 +44,8 @@ pub const NUTS_RS_VERSION: &str = "0.19.1";
 pub const LAPLACE_INIT_MAX_DIM: usize = 1_000;
 
 /// Settings of a NUTS reference run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct NutsSettings {
     /// Independent chains (run in parallel). Default 4.
     pub chains: usize,
@@ -161,7 +161,8 @@ pub enum NutsError {
 }
 
 /// What one chain did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct NutsChainReport {
     /// Chain number.
     pub chain: usize,
@@ -184,7 +185,8 @@ pub struct NutsChainReport {
 }
 
 /// A NUTS reference run: the moments for the reference file and everything behind them.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct NutsReference {
     /// Mean, sd, covariance, bulk ESS and R-hat (what `sgmcmc reference` writes).
     pub moments: ReferenceMoments,
@@ -193,7 +195,7 @@ pub struct NutsReference {
     /// One report per chain.
     pub chains: Vec<NutsChainReport>,
     /// Draws after warm-up: `draws[c]` is chain c, row-major `draws × D`.
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub draws: Vec<Vec<f64>>,
     /// The MAP the chains started around.
     pub map: MapResult,

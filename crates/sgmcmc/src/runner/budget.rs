@@ -6,14 +6,15 @@ use std::time::{Duration, Instant};
 /// When a chain stops. Iterations, wall clock and thread CPU time count from the chain's
 /// start, burn-in included except for [`Budget::Iterations`], which counts the iterations after
 /// burn-in.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Budget {
     /// This many iterations after burn-in.
     Iterations(usize),
     /// Stop at the first iteration boundary where this much wall-clock time has passed since
     /// the chain started (burn-in included).
-    WallClock(#[serde(with = "duration_seconds")] Duration),
+    WallClock(#[cfg_attr(feature = "serde", serde(with = "duration_seconds"))] Duration),
     /// Stop at the first iteration boundary at or past this many CPU seconds of the thread
     /// running the chain ([`thread_cpu_seconds`]): a chain running beside others is charged
     /// only its own work (MAMBA's arms, reference §5.3).
@@ -25,6 +26,7 @@ pub enum Budget {
     GradientEvaluations(u64),
 }
 
+#[cfg(feature = "serde")]
 mod duration_seconds {
     pub fn serialize<S: serde::Serializer>(
         d: &std::time::Duration,

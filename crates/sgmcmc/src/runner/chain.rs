@@ -41,7 +41,8 @@ pub trait ChainObserver<S: ?Sized> {
 }
 
 /// A chain whose state became non-finite.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Divergence {
     /// Iteration (1-based, burn-in included) that produced the non-finite state; 0 = at start.
     pub iteration: usize,

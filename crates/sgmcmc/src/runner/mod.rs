@@ -29,7 +29,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// Run-level settings shared by all chains.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunSettings {
     /// The user seed every random stream derives from.
     pub seed: u64,
@@ -68,7 +69,8 @@ impl<'a> Chain<'a> {
 }
 
 /// What one chain did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ChainReport {
     /// Chain number.
     pub chain: usize,
@@ -83,7 +85,7 @@ pub struct ChainReport {
     /// The chain stopped early because a stop was requested (e.g. Ctrl-C); its draws are kept.
     pub interrupted: bool,
     /// The sampler's own counts ([`Sampler::statistics`]), e.g. an MH test's outcomes.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub sampler_statistics: Option<crate::sampler::SamplerStatistics>,
 }
 
@@ -95,7 +97,8 @@ impl ChainReport {
 }
 
 /// What a run did.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunReport {
     /// One report per chain, in chain order.
     pub chains: Vec<ChainReport>,

@@ -23,8 +23,9 @@ use std::f64::consts::PI;
 /// Build one with the validating constructors ([`StepSchedule::constant`],
 /// [`StepSchedule::polynomial`], [`StepSchedule::cyclical`]); [`Scheduled::new`] validates a
 /// value written out directly.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 pub enum StepSchedule {
     /// εₜ = `step`.
     Constant {

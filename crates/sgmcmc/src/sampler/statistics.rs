@@ -1,12 +1,12 @@
 //! What a sampler reports about itself per chain ([`super::Sampler::statistics`]), as typed
 //! values: the counts of a Metropolis–Hastings test.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// A sampler's own counts for one chain, in the run summary (as the inner value's fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(untagged))]
 #[non_exhaustive]
 pub enum SamplerStatistics {
     /// A Metropolis–Hastings chain's accept/reject counts.
@@ -14,7 +14,8 @@ pub enum SamplerStatistics {
 }
 
 /// What an MH chain did: the counts that go into the run summary.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MhStatistics {
     /// Iterations (proposals).
     pub iterations: u64,

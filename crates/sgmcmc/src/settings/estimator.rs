@@ -6,25 +6,28 @@ use crate::estimator::{
     BatchSize, ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
 };
 use crate::model::Model;
-use serde::{Deserialize, Serialize};
 
 /// A gradient estimator, as the `[gradient]` table of a run file writes it.
 /// [`EstimatorSettings::build`] turns it into a fresh [`GradientEstimator`] over a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct EstimatorSettings {
     /// `"minibatch"` (default), `"control_variates"`, `"svrg"` or `"full"`.
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub estimator: EstimatorKind,
     /// A count (integer) or a fraction of N (a number in (0, 1]); default 1 % of N.
-    #[serde(default = "default_batch")]
+    #[cfg_attr(feature = "serde", serde(default = "default_batch"))]
     pub batch_size: BatchSize,
     /// SVRG only: refresh the centre every this many estimates (default ⌈N/n⌉, one epoch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub update_rate: Option<usize>,
     /// Compatibility (`minibatch_with_replacement`, SGMCMCJax): draw minibatches with
     /// replacement (minibatch, control variates, SVRG); default false.
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub with_replacement: bool,
 }
 
@@ -44,8 +47,9 @@ fn default_batch() -> BatchSize {
 }
 
 /// Which gradient estimator.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum EstimatorKind {
     /// Standard minibatch estimator with N/n scaling.
     #[default]

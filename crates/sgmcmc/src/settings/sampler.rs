@@ -12,44 +12,59 @@ use crate::sampler::{
     ChainKernel, CovarianceShape, Psgld, PsgldSettings, Sampler, SamplerKernel, Sghmc,
     SghmcOptions, SghmcSettings, Sgld, Sgnht, SgnhtSettings, StepSize,
 };
-use serde::{Deserialize, Serialize};
 
 /// A sampler and its hyperparameters, as the `[sampler]` table of a run file writes them
 /// (`kind` and its keys). [`SamplerSettings::build`] turns it into a fresh [`Sampler`]; the unit
 /// conversions (h/2, dt/2) and the validation happen there and nowhere else.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum SamplerSettings {
     /// SGLD (reference §2.1). Give `step_size` (ε, catalogue convention) or `welling_teh_step`
     /// (h = 2ε).
     Sgld {
         /// ε: θ + ε·ĝ + √(2ε)·ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         step_size: Option<f64>,
         /// h of Welling & Teh: θ + (h/2)·ĝ + √h·ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         welling_teh_step: Option<f64>,
         /// Posterior temperature T (targets π^{1/T}).
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
     },
     /// pSGLD (reference §2.2): SGLD with an RMSProp preconditioner G = 1/(√V + λ), in the same ε
     /// convention as SGLD (`catalogue_dt` = the catalogue's dt, i.e. ε = dt/2).
     Psgld {
         /// ε: θ + ε·G⊙ĝ + √(2εT·G)⊙ξ.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         step_size: Option<f64>,
         /// The catalogue/SGMCMCJax step dt (ε = dt/2).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         catalogue_dt: Option<f64>,
         /// RMSProp decay ρ of V ← ρV + (1 − ρ)ĝ⊙ĝ.
-        #[serde(default = "default_decay")]
+        #[cfg_attr(feature = "serde", serde(default = "default_decay"))]
         decay: f64,
         /// Stabiliser λ in G = 1/(√V + λ).
-        #[serde(default = "default_stabiliser")]
+        #[cfg_attr(feature = "serde", serde(default = "default_stabiliser"))]
         stabiliser: f64,
         /// Posterior temperature T.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
     },
     /// SGHMC (reference §2.3): momentum resampled every iteration, then `inner_steps` steps each
@@ -60,22 +75,22 @@ pub enum SamplerSettings {
         /// L, inner steps per iteration (each costs one gradient estimate).
         inner_steps: usize,
         /// Friction α.
-        #[serde(default = "default_friction")]
+        #[cfg_attr(feature = "serde", serde(default = "default_friction"))]
         friction: f64,
         /// Gradient-noise estimate β̂ (0 ≤ β̂ < α).
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         noise_estimate: f64,
         /// Posterior temperature T.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
         /// Compatibility: SGMCMCJax's order (gradient before the position update).
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         gradient_before_position_update: bool,
         /// Compatibility: carry the momentum across iterations.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         no_momentum_resampling: bool,
         /// Compatibility: one minibatch for all L inner steps (BlackJAX).
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         shared_minibatch: bool,
     },
     /// SGNHT (reference §2.4): Euler scheme, one global thermostat.
@@ -83,10 +98,10 @@ pub enum SamplerSettings {
         /// η, as for SGHMC.
         step_size: f64,
         /// Diffusion a (also the initial thermostat value).
-        #[serde(default = "default_friction")]
+        #[cfg_attr(feature = "serde", serde(default = "default_friction"))]
         diffusion: f64,
         /// Posterior temperature T.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
     },
     /// BAOAB (reference §2.5): underdamped Langevin splitting.
@@ -96,13 +111,13 @@ pub enum SamplerSettings {
         /// γ, the friction of the O step.
         friction: f64,
         /// Posterior temperature T.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
         /// Compatibility: start from v = 0 (SGMCMCJax).
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         zero_initial_momentum: bool,
         /// Compatibility: O-step noise sd multiplied by τ = T (SGMCMCJax), not its variance.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         noise_std_scaled_by_tau: bool,
     },
     /// BADODAB (reference §2.6): splitting scheme for the SGNHT dynamics.
@@ -110,16 +125,16 @@ pub enum SamplerSettings {
         /// h, the physical time step.
         step_size: f64,
         /// Initial thermostat α₀ = a.
-        #[serde(default = "default_friction")]
+        #[cfg_attr(feature = "serde", serde(default = "default_friction"))]
         initial_thermostat: f64,
         /// Thermal mass μ.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         thermal_mass: f64,
         /// Noise amplitude σ.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         noise_amplitude: f64,
         /// Posterior temperature T.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
     },
     /// CCAdL (reference §2.7): SGNHT dynamics with the estimated gradient-noise covariance
@@ -130,19 +145,25 @@ pub enum SamplerSettings {
         /// A: noise amplitude √(2A), thermostat target and start (the paper uses 1 or 10).
         diffusion: f64,
         /// Posterior temperature T = 1/β.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
         /// `"full"` or `"diagonal"`; default full for D ≤ 200, diagonal above.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         covariance: Option<CovarianceShape>,
         /// Extension: the (N − n)/N without-replacement factor on the noise covariance.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         finite_population: bool,
         /// Extension: a constant κ in (0, 1] (exponential moving average) instead of κₜ = 1/t.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         kappa: Option<f64>,
         /// Extension: the exact friction step p ← exp(−hΓ)·p.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         exponential_friction: bool,
     },
     /// Metropolis–Hastings on large data (reference §6): a `proposal`, then an accept/reject
@@ -157,46 +178,47 @@ pub enum SamplerSettings {
         /// `barker` (the minibatch test with X_corr; default), `workshop` (the workshop's
         /// version with the bank of curves), `austerity`, `exact_barker` or `exact_metropolis`
         /// (full data).
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         test: MhTestKind,
         /// Batch increment m of the minibatch tests (Barker: the fixed batch; Austerity: the
         /// sequential increment). Ignored by the exact tests.
-        #[serde(default = "default_mh_batch")]
+        #[cfg_attr(feature = "serde", serde(default = "default_mh_batch"))]
         batch_size: usize,
         /// Likelihood temperature T (targets p₀(θ)·Πᵢp(xᵢ | θ)^{1/T}).
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         temperature: f64,
         /// Barker: what to do when s² ≥ σ²: `grow` (default), `grow_doubling`, `skip` or
         /// `raise_temperature`.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         policy: mh::FailurePolicy,
         /// Barker: `finite_population` (default) or `population_no_fpc` (the references').
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         variance: mh::VarianceEstimate,
         /// Barker: the correction table's σ with the ridge construction (N_g = 4000, λ = 10 on
         /// [−20, 20]); σ = 1 (default) uses the table built into the binary, other values are
         /// built at start-up.
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         sigma: f64,
         /// Austerity's tolerance ε.
-        #[serde(default = "default_austerity_tolerance")]
+        #[cfg_attr(feature = "serde", serde(default = "default_austerity_tolerance"))]
         tolerance: f64,
         /// The workshop test: K, the minibatches whose Δ' give the standard deviation s.
-        #[serde(default = "default_workshop_minibatches")]
+        #[cfg_attr(feature = "serde", serde(default = "default_workshop_minibatches"))]
         minibatches: usize,
         /// The workshop test: skip the iteration when s ≥ this (the workshop: 1.2).
-        #[serde(default = "default_workshop_threshold")]
+        #[cfg_attr(feature = "serde", serde(default = "default_workshop_threshold"))]
         std_threshold: f64,
         /// The workshop test: weight α of the moving average of s across iterations
         /// (1 = no smoothing, the default).
-        #[serde(default = "one")]
+        #[cfg_attr(feature = "serde", serde(default = "one"))]
         std_smoothing: f64,
     },
 }
 
 /// The accept/reject test of `kind = "mh"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum MhTestKind {
     /// The minibatch Barker test with the X_corr correction (Seita et al.).
     #[default]
@@ -212,18 +234,22 @@ pub enum MhTestKind {
     ExactMetropolis,
 }
 
+#[cfg(feature = "serde")]
 fn default_mh_batch() -> usize {
     100
 }
 
+#[cfg(feature = "serde")]
 fn default_austerity_tolerance() -> f64 {
     0.05
 }
 
+#[cfg(feature = "serde")]
 fn default_workshop_minibatches() -> usize {
     10
 }
 
+#[cfg(feature = "serde")]
 fn default_workshop_threshold() -> f64 {
     1.2
 }
@@ -246,8 +272,9 @@ fn one() -> f64 {
 
 /// One value of a sampler key, as a grid of values or a program gives it: an integer, a
 /// number, a switch or a word (e.g. `covariance = "diagonal"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(untagged))]
 pub enum GridValue {
     /// An integer (also accepted where a number is expected).
     Integer(i64),
@@ -274,6 +301,7 @@ impl std::fmt::Display for GridValue {
     }
 }
 
+#[cfg(feature = "serde")]
 impl From<&GridValue> for serde_json::Value {
     fn from(v: &GridValue) -> Self {
         match v {
@@ -409,6 +437,21 @@ impl SamplerSettings {
         if key == "kind" {
             return Err(SettingsError::Key("`kind` cannot be changed".into()));
         }
+        #[cfg(not(feature = "serde"))]
+        {
+            let _ = value;
+            Err(SettingsError::Key(format!(
+                "setting `{key}` by name needs the feature `serde` (the settings' serde form \
+                 names the keys)"
+            )))
+        }
+        #[cfg(feature = "serde")]
+        self.with_key_by_serde(key, value)
+    }
+
+    /// [`SamplerSettings::with_key`] through the settings' own serde form.
+    #[cfg(feature = "serde")]
+    fn with_key_by_serde(&self, key: &str, value: &GridValue) -> Result<Self, SettingsError> {
         let mut map = match serde_json::to_value(self) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => unreachable!("sampler settings serialise to a map"),

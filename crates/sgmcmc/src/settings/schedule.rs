@@ -3,15 +3,18 @@
 
 use super::SettingsError;
 use crate::sampler::StepSchedule;
-use serde::{Deserialize, Serialize};
 
 /// A step-size schedule (reference §1.4) as the `[sampler]` table writes it, e.g.
 /// `schedule = { kind = "polynomial", a = 1e-4, b = 10, gamma = 0.55 }` or
 /// `schedule = { kind = "cyclical", cycles = 4 }`. Steps are in the sampler's own units (ε for
 /// SGLD/pSGLD even when `welling_teh_step` or `catalogue_dt` was given, η for SGHMC/SGNHT, h
 /// for BAOAB/BADODAB); t counts iterations from 1, burn-in included.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum ScheduleSettings {
     /// εₜ = the sampler's step (the same as no schedule).
     Constant,
@@ -19,13 +22,16 @@ pub enum ScheduleSettings {
     Polynomial {
         /// Scale a > 0; default: the sampler's step·(b + 1)^γ, so that the first step is the
         /// sampler's step. When given, it replaces the sampler's step.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         a: Option<f64>,
         /// Offset b ≥ 0.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         b: f64,
         /// Exponent γ ∈ (0, 1].
-        #[serde(default = "default_gamma")]
+        #[cfg_attr(feature = "serde", serde(default = "default_gamma"))]
         gamma: f64,
     },
     /// M cosine cycles over K iterations, each starting at ε₀ = the sampler's step:
@@ -35,11 +41,15 @@ pub enum ScheduleSettings {
         cycles: usize,
         /// K; default: the run's total iterations (burn-in + iterations). Required with
         /// `budget_seconds`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(default, skip_serializing_if = "Option::is_none")
+        )]
         iterations: Option<usize>,
     },
 }
 
+#[cfg(feature = "serde")]
 fn default_gamma() -> f64 {
     crate::sampler::DEFAULT_GAMMA
 }

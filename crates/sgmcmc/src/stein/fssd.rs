@@ -23,7 +23,6 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, MatRef, Par};
 use rand::RngExt;
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
 /// Rows per parallel chunk (fixed, so the summation order never depends on the thread count).
@@ -34,7 +33,8 @@ const CHUNK: usize = 128;
 const MAX_COVARIANCE_DIM: usize = 2000;
 
 /// FSSD values at fixed locations.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Fssd {
     /// FSSD_V = sqrt(FSSD²_V): the value a tuner ranks (≥ 0; NaN when FSSD²_V is).
     pub value: f64,
@@ -45,8 +45,9 @@ pub struct Fssd {
 }
 
 /// What FSSD-opt maximises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum FssdObjective {
     /// kgof's power criterion FSSD²_U / sqrt(σ²_H1 + reg) on a training split; the value is
     /// computed on the rest (the default).
@@ -59,8 +60,9 @@ pub enum FssdObjective {
 
 /// FSSD-opt settings (defaults: the MAMBA experiments' J = 10 and 100 Adam steps at 10⁻³;
 /// kgof's 20 % split and reg = 10⁻²).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct FssdOptSettings {
     /// Number of test locations J.
     pub num_locations: usize,

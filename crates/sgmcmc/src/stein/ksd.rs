@@ -22,10 +22,10 @@ use crate::cpu::clear_upper_vector_state;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
-use serde::Serialize;
 
 /// KSD values of one sample.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Ksd {
     /// The reported KSD: sqrt(KSD²_V) (reference §4.2); NaN when KSD²_V is (e.g. scores so
     /// large that their products overflow).

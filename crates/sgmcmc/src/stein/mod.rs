@@ -28,7 +28,6 @@ pub use scores::{ThinnedScores, every_kth_row, full_batch_scores};
 use crate::rng::ChainRng;
 use rand::RngExt;
 use rand::SeedableRng;
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Errors of the Stein discrepancies: bad shapes, bad values, bad settings.
@@ -148,7 +147,8 @@ pub(crate) fn check_sample(draws: &[f64], scores: &[f64], dim: usize) -> Result<
 }
 
 /// The inverse multi-quadric kernel k(x, y) = (c² + ‖x − y‖²)^β (reference §4.1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ImqKernel {
     c: f64,
     beta: f64,
@@ -195,7 +195,8 @@ impl ImqKernel {
 }
 
 /// The Gaussian kernel k(x, y) = exp(−‖x − y‖²/(2σ²)) (reference §4.1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct GaussianKernel {
     sigma2: f64,
 }
@@ -281,8 +282,9 @@ impl GaussianKernel {
 }
 
 /// A base kernel of the Langevin Stein kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "lowercase"))]
 pub enum Kernel {
     /// Inverse multi-quadric (the default, c = 1, β = −1/2).
     Imq(ImqKernel),
@@ -309,22 +311,26 @@ impl Kernel {
 
 /// The kernel as a run file or CLI names it; [`KernelSettings::resolve`] turns it into a
 /// [`Kernel`] (validated, with the median heuristic for a Gaussian width not given).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)
+)]
 pub enum KernelSettings {
     /// IMQ (c² + ‖r‖²)^β.
     Imq {
         /// Scale c (default 1).
-        #[serde(default = "default_c")]
+        #[cfg_attr(feature = "serde", serde(default = "default_c"))]
         c: f64,
         /// Exponent β (default −1/2).
-        #[serde(default = "default_beta")]
+        #[cfg_attr(feature = "serde", serde(default = "default_beta"))]
         beta: f64,
     },
     /// Gaussian exp(−‖r‖²/(2σ²)).
     Gaussian {
         /// Squared width σ²; the median heuristic when absent.
-        #[serde(default)]
+        #[cfg_attr(feature = "serde", serde(default))]
         sigma2: Option<f64>,
     },
 }
@@ -362,8 +368,9 @@ impl KernelSettings {
 }
 
 /// Everything [`evaluate`] needs: the KSD kernel and, optionally, FSSD-opt.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct SteinSettings {
     /// Base kernel of the KSD (default IMQ, c = 1, β = −1/2).
     pub kernel: KernelSettings,
@@ -372,8 +379,9 @@ pub struct SteinSettings {
 }
 
 /// FSSD-opt settings for [`evaluate`].
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default, deny_unknown_fields))]
 pub struct FssdSettings {
     /// Base kernel of the FSSD (default IMQ, c = 1, β = −1/2, as in the MAMBA code).
     pub kernel: KernelSettings,
@@ -387,7 +395,8 @@ pub struct FssdSettings {
 const FSSD_STREAM: u64 = (1 << 20) + 16;
 
 /// The KSD and (optionally) FSSD-opt of one sample, as [`evaluate`] returns it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SteinReport {
     /// Number of draws P.
     pub draws: usize,
@@ -409,7 +418,8 @@ pub struct SteinReport {
 }
 
 /// FSSD-opt part of a [`SteinReport`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct FssdReport {
     /// The metric handed to a tuner: FSSD_V = sqrt(FSSD²_V) on the evaluation split (≥ 0).
     pub fssd: f64,

@@ -12,7 +12,6 @@ use super::grid::ArmSettings;
 use super::mamba::{TuneContext, Workers};
 use crate::rng::fill_standard_normal;
 use crate::runner::Budget;
-use serde::Serialize;
 use std::time::Instant;
 
 /// Settings of [`grid_search`].
@@ -34,7 +33,8 @@ pub struct GridSearchSettings {
 }
 
 /// One grid point's run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct GridPoint {
     /// Arm index (grid order).
     pub arm: usize,
@@ -55,14 +55,15 @@ pub struct GridPoint {
 }
 
 /// The result of [`grid_search`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct GridSearchOutcome {
     /// Every point, in ranking order (best first; ties in grid order).
     pub points: Vec<GridPoint>,
     /// The winning arm.
     pub winner: usize,
     /// Its kept draws.
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub winner_draws: Vec<f64>,
     /// Wall-clock seconds.
     pub wall_seconds: f64,

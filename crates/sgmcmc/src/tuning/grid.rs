@@ -8,7 +8,6 @@
 use super::TuneError;
 use crate::estimator::BatchSize;
 use crate::settings::{EstimatorSettings, GridValue, SamplerSettings};
-use serde::{Deserialize, Serialize};
 
 /// The grid of `[tune.grid]`: `log10_step_size` (a list, or `{ from, to, by }`) or
 /// `step_size` (a list), `batch_size` (a list of counts, fractions or "1%" strings), and any
@@ -16,26 +15,37 @@ use serde::{Deserialize, Serialize};
 /// Steps are in the sampler's own units (ε for SGLD/pSGLD, η for SGHMC/SGNHT, h for the
 /// splitting schemes and CCAdL). Arms are ordered step, then batch size, then the other keys
 /// in alphabetical order (the last varying fastest); ties in the metric keep that order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TuneGrid {
     /// log10 of the step: a list, or `{ from = -1, to = -7.5, by = 0.5 }` (by > 0 walks from
     /// `from` towards `to`, both ends included).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub log10_step_size: Option<GridValues>,
     /// The steps themselves.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub step_size: Option<Vec<f64>>,
     /// Batch sizes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub batch_size: Option<Vec<BatchSize>>,
     /// Any other `[sampler]` key, with its values.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub sampler: std::collections::BTreeMap<String, Vec<GridValue>>,
 }
 
 /// Grid values: a list, or an arithmetic range with both ends included.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(untagged))]
 pub enum GridValues {
     /// Explicit values.
     List(Vec<f64>),
@@ -76,7 +86,8 @@ impl GridValues {
 }
 
 /// One arm: complete sampler and estimator settings, and the grid values that made them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ArmSettings {
     /// The sampler of the arm (constant step).
     pub sampler: SamplerSettings,

@@ -148,7 +148,8 @@ impl HalvingPlan {
 }
 
 /// One round of a halving run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RoundRecord {
     /// Round index i (from 0).
     pub round: usize,
@@ -163,7 +164,8 @@ pub struct RoundRecord {
 }
 
 /// The result of a halving run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct HalvingOutcome {
     /// The first arm of the last ranking.
     pub winner: usize,

@@ -26,14 +26,14 @@ use crate::runner::Budget;
 use crate::sampler::Sampler;
 use crate::settings::{EstimatorKind, SettingsError};
 use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
-use serde::Serialize;
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::Instant;
 
 /// The budget of a tuning run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum TuneBudget {
     /// R in thread-CPU seconds (the paper's budget: the winner's cumulative time when M is a
     /// power of η).
@@ -290,7 +290,8 @@ pub fn discrepancy(
 const FSSD_STREAM: u64 = (1 << 20) + 32;
 
 /// One arm in one round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct ArmRound {
     /// Round i.
     pub round: usize,
@@ -301,7 +302,7 @@ pub struct ArmRound {
     /// The metric of this round's draws (+∞: diverged, NaN, or no draws).
     pub metric: f64,
     /// The KSD with full-batch scores at the same draws, when audited.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub full_batch_ksd: Option<f64>,
     /// Draws kept this round.
     pub draws: usize,
@@ -323,7 +324,8 @@ pub struct ArmRound {
 }
 
 /// The result of [`mamba`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MambaOutcome {
     /// Number of arms M.
     pub arms: usize,
@@ -342,7 +344,7 @@ pub struct MambaOutcome {
     /// Its metric in the last round.
     pub winner_metric: f64,
     /// The winner's kept draws over all rounds (P × D row-major).
-    #[serde(skip)]
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub winner_draws: Vec<f64>,
     /// The winner's last iterate.
     pub winner_position: Vec<f64>,

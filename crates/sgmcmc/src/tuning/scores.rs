@@ -21,8 +21,9 @@ use crate::rng::ChainRng;
 use rand::seq::index;
 
 /// Where the scores at the kept draws come from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum TuneScores {
     /// ∇log p(θ) + Ĝ + (N/m)·Σ_{i∈S} [∇log p(xᵢ | θ) − ∇log p(xᵢ | θ̂)] with one fixed subsample
     /// S of m points and θ̂ the MAP: the exact score of a surrogate posterior that agrees with π

@@ -8,16 +8,16 @@ use rand::RngExt;
 use sgmcmc::data::{Dataset, Features, Matrix};
 use sgmcmc::diagnostics::mcse_mean;
 use sgmcmc::estimator::GradientEstimator;
+use sgmcmc::io::SinkError;
 use sgmcmc::model::PoissonLink;
 use sgmcmc::rng::{ChainRng, chain_stream, fill_standard_normal, stream};
-use sgmcmc::io::SinkError;
 use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::Sampler;
-use std::ops::ControlFlow;
-use std::sync::atomic::AtomicBool;
 use std::fs;
 use std::io::Write as _;
+use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic data (always from a seeded `sgmcmc::rng::stream`).
