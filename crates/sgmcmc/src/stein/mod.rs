@@ -15,6 +15,7 @@
 //! pieces; [`full_batch_scores`] computes exact scores at thinned draws.
 
 mod fssd;
+mod gof;
 mod ksd;
 mod scores;
 
@@ -22,6 +23,7 @@ pub use fssd::{
     Fssd, FssdObjective, FssdOpt, FssdOptSettings, ObjectiveGradient, fssd, fssd_opt,
     initial_locations, objective_and_gradient,
 };
+pub use gof::{KsdTest, KsdTestSettings, ksd_test};
 pub use ksd::{KSD_TILE, Ksd, ksd, ksd_with_tile, linear_ksd};
 pub use scores::{ThinnedScores, every_kth_row, full_batch_scores};
 
