@@ -15,7 +15,7 @@ pub mod pmf;
 use crate::plot::{self, Figure, Panel, PlotError, Series};
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy::AccuracyError;
-use sgmcmc::diagnostics::accuracy::{self, PredictiveMetrics};
+use sgmcmc::diagnostics::accuracy::PredictiveMetrics;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::io::TimingSink;
 use sgmcmc::reference::{NutsError, ReferenceError};
@@ -441,12 +441,11 @@ impl FinishedRun<'_> {
         };
         let dim = predictive.dim();
         let draws = self.window_draws(window);
-        let thinned = pipeline::thin_pooled(&[draws], dim, draws.len() / dim, max_draws);
-        accuracy::predictive_metrics(
+        test.metrics(
             predictive,
-            &thinned,
-            &test.features,
-            &test.targets,
+            &[draws],
+            draws.len() / dim,
+            max_draws,
             ev.calibration_bins,
         )
         .map(Some)

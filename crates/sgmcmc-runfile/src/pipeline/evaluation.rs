@@ -504,6 +504,23 @@ impl EvaluationOutcome {
     }
 }
 
+impl TestSplit {
+    /// The predictive metrics of `predictive` on these rows from the kept `chains` (each flat
+    /// `n × dim`), at most `max_draws` of them evenly spaced over the pooled draws
+    /// ([`thin_pooled`]), with `bins` confidence bins.
+    pub fn metrics(
+        &self,
+        predictive: &dyn Predictive,
+        chains: &[&[f64]],
+        n: usize,
+        max_draws: usize,
+        bins: usize,
+    ) -> Result<accuracy::PredictiveMetrics, accuracy::AccuracyError> {
+        let draws = thin_pooled(chains, predictive.dim(), n, max_draws);
+        accuracy::predictive_metrics(predictive, &draws, &self.features, &self.targets, bins)
+    }
+}
+
 impl Evaluation {
     /// Every metric of the table over the kept `chains` (each flat `draws × dim`), with
     /// `predictive` the run's model when there is a test split.
@@ -538,12 +555,11 @@ impl Evaluation {
         };
         let test = match (&self.test, predictive) {
             (Some(t), Some(model)) => {
-                let draws = thin_pooled(&chains, dim, n, self.predictive_draws);
-                let metrics = accuracy::predictive_metrics(
+                let metrics = t.metrics(
                     model,
-                    &draws,
-                    &t.features,
-                    &t.targets,
+                    &chains,
+                    n,
+                    self.predictive_draws,
                     self.calibration_bins,
                 )?;
                 Some(TestReport {

@@ -5,10 +5,8 @@
 //! Every arm starts at the MAP (reference §5.1), whatever `[run] init` says; control variates
 //! are centred there.
 
-use super::evaluation::thin_pooled;
 use super::{PipelineError, Prepared};
 use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig, TuneMetric};
-use sgmcmc::diagnostics::accuracy;
 use sgmcmc::optim::MapResult;
 use sgmcmc::settings::SamplerSettings;
 use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel};
@@ -239,15 +237,13 @@ impl<'p> TuneSession<'p> {
                 let predictive = self.prepared.predictive().expect("checked above");
                 let ev = self.prepared.evaluation.as_ref().expect("checked above");
                 let test = ev.test.as_ref().expect("checked above");
-                let max = ev.predictive_draws;
                 let dim = self.ctx.model.dim();
                 grid_search(&self.ctx, &arms, &settings, &|draws| {
-                    let thinned = thin_pooled(&[draws], dim, draws.len() / dim, max);
-                    accuracy::predictive_metrics(
+                    test.metrics(
                         predictive,
-                        &thinned,
-                        &test.features,
-                        &test.targets,
+                        &[draws],
+                        draws.len() / dim,
+                        ev.predictive_draws,
                         ev.calibration_bins,
                     )
                     .ok()
