@@ -68,6 +68,7 @@ pub mod mh;
 pub mod model;
 pub mod moments;
 pub mod optim;
+pub mod precondition;
 pub mod reference;
 pub mod rng;
 pub mod runner;
