@@ -58,6 +58,7 @@
 //! [`model::Model`] trait).
 #![warn(missing_docs)]
 
+pub mod check;
 pub mod coreset;
 pub mod cpu;
 pub mod data;

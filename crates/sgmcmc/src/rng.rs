@@ -16,6 +16,8 @@ pub mod streams {
     pub const SYNTHETIC_DATA: u64 = 1 << 20;
     /// Stream used by initialisation that is shared by all chains (e.g. the MAP).
     pub const SHARED_INIT: u64 = (1 << 20) + 1;
+    /// Stream of the bias check (its surrogate's subsample).
+    pub const BIAS_CHECK: u64 = (1 << 20) + 2;
 }
 
 /// The independent stream number `stream` derived from the user `seed`.
