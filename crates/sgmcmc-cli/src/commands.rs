@@ -6,7 +6,6 @@ use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
 use sgmcmc::io::{DrawSink, ZarrSink, summarize_parameters};
 use sgmcmc::model::Model;
-use sgmcmc::optim::laplace_covariance;
 use sgmcmc::reference::{self, NutsSettings};
 use sgmcmc_runfile::config::Config;
 use sgmcmc_runfile::config::coreset::CoresetFile;
@@ -45,8 +44,17 @@ const DEMO_CONFIG: &str = include_str!("../../../examples/demo.toml");
 
 fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
     println!();
-    print!("{}", format_table(&outcome.parameters, extra));
+    let mut columns = extra.to_vec();
+    if let Some(sd) = &outcome.laplace_sd
+        && !extra.iter().any(|(name, _)| *name == "laplace_sd")
+    {
+        columns.push(("laplace_sd", sd));
+    }
+    print!("{}", format_table(&outcome.parameters, &columns));
     println!("{}", verdict(&outcome.parameters));
+    if let Some(check) = &outcome.bias_check {
+        println!("{}", check.describe());
+    }
     let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
     println!(
         "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
@@ -130,7 +138,61 @@ fn prepare_out(out: &Path) -> Result<PathBuf> {
     Ok(out.join("draws.zarr"))
 }
 
-/// `sgmcmc demo`.
+/// A run file resolved for execution: the file itself, or, without a `[sampler]` table, the
+/// default path's choices (printed as they are made) with the MAP and Laplace approximation
+/// it found.
+fn resolve(
+    cfg: Config,
+    model: &dyn Model,
+) -> Result<(Config, Option<pipeline::default_path::Resolved>)> {
+    if !pipeline::default_path::takes_default_path(&cfg) {
+        return Ok((cfg, None));
+    }
+    // Validate the run-level settings before the MAP and the tuning.
+    pipeline::run_settings(&cfg)?;
+    println!(
+        "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
+    );
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let resolved = pipeline::default_path::resolve(&cfg, model, threads)?;
+    for line in &resolved.report.choices {
+        println!("  {line}");
+    }
+    Ok((resolved.config.clone(), Some(resolved)))
+}
+
+/// Run a resolved file on `prepared` (its `[evaluation]` included) into `zarr`; the default
+/// path's report goes into the outcome.
+fn execute_resolved(
+    cfg: &Config,
+    prepared: &pipeline::Prepared,
+    resolved: Option<pipeline::default_path::Resolved>,
+    zarr: Option<&Path>,
+) -> Result<Outcome> {
+    pipeline::check_run(cfg, prepared.model())?;
+    let progress = auto_progress(cfg.run.chains);
+    install_interrupt_handler();
+    let known = pipeline::Known {
+        map: resolved.as_ref().map(|r| &r.map),
+        laplace: resolved.as_ref().map(|r| &r.laplace),
+    };
+    let (mut outcome, _) = pipeline::execute_prepared_with_sink(
+        cfg,
+        prepared,
+        zarr,
+        None,
+        known,
+        progress.as_ref(),
+        &STOP,
+    )?;
+    if let Some(r) = resolved {
+        outcome.map_seconds += r.report.map_seconds + r.report.laplace_seconds;
+        outcome.default_path = Some(r.report);
+    }
+    Ok(outcome)
+}
+
+/// `sgmcmc demo`: the default path (no sampler settings) on the embedded demo run file.
 pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool) -> Result<()> {
     if print_config {
         print!("{DEMO_CONFIG}");
@@ -146,68 +208,47 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
         .clone()
         .context("the demo config uses synthetic data")?;
     let t0 = std::time::Instant::now();
-    let (data, theta_star) = synthetic::logistic_regression(syn.rows, syn.dim, syn.seed);
-    let model = pipeline::build_model(&cfg.model, data)?;
+    let prepared = pipeline::prepare(&cfg)?;
+    let model = prepared.model();
+    // The θ* that generated the data (the same generator and seed as the [data] table's).
+    let (_, theta_star) = synthetic::logistic_regression(syn.rows, syn.dim, syn.seed);
     println!(
-        "sgmcmc demo: Bayesian logistic regression, N = {} rows, d = {}, prior N(0, 10 I); data built in {:.2} s",
+        "sgmcmc demo: Bayesian logistic regression, N = {} rows, d = {}, prior N(0, 10 I); data built in {:.2} s; \
+         {} chains x {} iterations (burn-in {}, thin {})",
         model.num_data(),
         model.dim(),
-        t0.elapsed().as_secs_f64()
-    );
-    println!(
-        "SGLD with control-variate gradients centred at the MAP (SGLD-CV), step 5e-7, batch 1,000; \
-         {} chains x {} iterations (burn-in {}, thin {})",
+        t0.elapsed().as_secs_f64(),
         cfg.run.chains,
         cfg.run.iterations.unwrap_or(0),
         cfg.run.burn_in,
         cfg.run.thin
     );
+    let (cfg, resolved) = resolve(cfg, model)?;
     let zarr = out.as_deref().map(prepare_out).transpose()?;
-    let progress = auto_progress(cfg.run.chains);
-    install_interrupt_handler();
-    let outcome = pipeline::execute(
-        &cfg,
-        model.as_ref(),
-        zarr.as_deref(),
-        progress.as_ref(),
-        &STOP,
-    )?;
-    let laplace_sd: Vec<f64> = outcome
-        .map
-        .as_ref()
-        .and_then(|m| laplace_covariance(model.as_ref(), &m.theta))
-        .map(|cov| {
-            (0..model.dim())
-                .map(|j| cov[j * model.dim() + j].sqrt())
-                .collect()
-        })
-        .unwrap_or_default();
-    print_outcome(
-        &outcome,
-        &[("true", &theta_star), ("laplace_sd", &laplace_sd)],
-    );
+    let outcome = execute_resolved(&cfg, &prepared, resolved, zarr.as_deref())?;
+    print_outcome(&outcome, &[("true", &theta_star)]);
     println!(
         "(true = the theta* that generated the data; laplace_sd = sd of the Laplace approximation at the MAP)"
     );
     if let Some(dir) = &out {
-        write_outputs(dir, &outcome, &cfg, model.as_ref())?;
+        write_outputs(dir, &outcome, &cfg, model)?;
     }
     finish(&outcome)
 }
 
-/// `sgmcmc run CONFIG --out DIR`.
+/// `sgmcmc run CONFIG --out DIR`. A run file without a `[sampler]` table takes the default
+/// path (`pipeline::default_path`): MAP, Laplace preconditioner, control variates where they
+/// pay, MAMBA's step; what it chose is printed and written to summary.json.
 pub fn run(config: &Path, out: &Path) -> Result<()> {
     let cfg = Config::from_file(config)?;
     // Data (without the held-out test rows), model, test split and reference.
     let prepared = pipeline::prepare(&cfg)?;
     let model = prepared.model();
+    let (cfg, resolved) = resolve(cfg, model)?;
     // Validate every setting before creating output.
     pipeline::check_run(&cfg, model)?;
     let zarr = prepare_out(out)?;
-    let progress = auto_progress(cfg.run.chains);
-    install_interrupt_handler();
-    let outcome =
-        pipeline::execute_prepared(&cfg, &prepared, Some(&zarr), progress.as_ref(), &STOP)?;
+    let outcome = execute_resolved(&cfg, &prepared, resolved, Some(&zarr))?;
     print_outcome(&outcome, &[]);
     write_outputs(out, &outcome, &cfg, model)?;
     finish(&outcome)
@@ -325,6 +366,7 @@ pub fn reference(
     warmup: usize,
     draws: usize,
     seed: Option<u64>,
+    dense_metric: bool,
 ) -> Result<()> {
     let cfg = Config::from_file(config)?;
     let settings = NutsSettings {
@@ -332,6 +374,7 @@ pub fn reference(
         warmup,
         draws,
         seed: seed.unwrap_or(cfg.run.seed),
+        dense_laplace_metric: dense_metric,
         ..NutsSettings::default()
     };
     settings.validate()?;

@@ -68,6 +68,10 @@ enum Command {
         /// Seed (default: the run file's `[run] seed`).
         #[arg(long)]
         seed: Option<u64>,
+        /// A dense metric fixed at the Laplace covariance at the MAP (D <= 1,000): NUTS in
+        /// whitened coordinates, for badly conditioned posteriors.
+        #[arg(long)]
+        dense_metric: bool,
     },
     /// Stein discrepancies of stored draws: KSD (IMQ, c = 1, β = −1/2) with full-batch scores at
     /// every K-th draw of each chain, and optionally FSSD-opt.
@@ -131,7 +135,8 @@ fn main() -> ExitCode {
             warmup,
             draws,
             seed,
-        } => commands::reference(&config, &out, chains, warmup, draws, seed),
+            dense_metric,
+        } => commands::reference(&config, &out, chains, warmup, draws, seed, dense_metric),
         Command::Ksd {
             draws,
             config,

@@ -185,7 +185,7 @@ fn mamba_writes_its_outputs_and_a_runnable_winner() {
 
     let cfg = winner_cfg(dir.path());
     assert!(cfg.tune.is_none(), "winner.toml has no [tune] table");
-    let step = step_of(&cfg.sampler.method);
+    let step = step_of(&cfg.sampler.as_ref().unwrap().method);
     assert!(
         (step / 10f64.powf(log10) - 1.0).abs() < 1e-12,
         "winner.toml step {step} vs the winning arm's 10^{log10}"
@@ -199,7 +199,7 @@ fn mamba_writes_its_outputs_and_a_runnable_winner() {
         "10%" => BatchSize::Fraction(0.1),
         other => panic!("batch {other}"),
     };
-    assert_eq!(cfg.gradient.batch_size, want_batch);
+    assert_eq!(cfg.gradient().batch_size, want_batch);
 
     let stored = sgmcmc::io::read_draws(&out.join("winner_draws.zarr"), "theta").unwrap();
     assert_eq!(stored.chains.len(), 1);
@@ -302,8 +302,11 @@ fn grid_search_selects_by_log_loss_or_ksd() {
         );
         let log10: f64 = label_value(&rows[0][2], "log10_step_size").parse().unwrap();
         let cfg = winner_cfg(dir.path());
-        assert!((step_of(&cfg.sampler.method) / 10f64.powf(log10) - 1.0).abs() < 1e-12);
-        assert_eq!(cfg.gradient.batch_size, BatchSize::Fraction(0.1));
+        assert!(
+            (step_of(&cfg.sampler.as_ref().unwrap().method) / 10f64.powf(log10) - 1.0).abs()
+                < 1e-12
+        );
+        assert_eq!(cfg.gradient().batch_size, BatchSize::Fraction(0.1));
         assert!(out.join("winner_draws.zarr/zarr.json").is_file());
     }
 }
@@ -320,10 +323,10 @@ fn heuristic_is_one_over_n_at_a_ten_percent_batch() {
             dir.path(),
         );
         let cfg = winner_cfg(dir.path());
-        let step = step_of(&cfg.sampler.method);
+        let step = step_of(&cfg.sampler.as_ref().unwrap().method);
         assert!((step * n - 1.0).abs() < 1e-12, "step {step}, N = {n}");
-        assert_eq!(cfg.gradient.batch_size, BatchSize::Fraction(0.1));
-        if let SamplerSettings::Sghmc { inner_steps, .. } = cfg.sampler.method {
+        assert_eq!(cfg.gradient().batch_size, BatchSize::Fraction(0.1));
+        if let SamplerSettings::Sghmc { inner_steps, .. } = cfg.sampler.as_ref().unwrap().method {
             assert_eq!(inner_steps, 10);
         }
         let json = read_json(&dir.path().join("out/tune.json"));

@@ -18,11 +18,15 @@ pub struct Config {
     pub data: DataConfig,
     /// The model and its prior.
     pub model: ModelConfig,
-    /// The sampler, its hyperparameters and an optional step-size schedule.
-    pub sampler: SamplerTable,
-    /// The gradient estimator.
-    #[serde(default)]
-    pub gradient: EstimatorSettings,
+    /// The sampler, its hyperparameters and an optional step-size schedule. Without it, `run`
+    /// takes the default path (MAP, Laplace preconditioner, control variates where they pay,
+    /// MAMBA's choice of step and batch size; `pipeline::default_path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<SamplerTable>,
+    /// The gradient estimator ([`Config::gradient`]: minibatch gradients when absent, except on
+    /// the default path, which chooses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient: Option<EstimatorSettings>,
     /// Seed, chains, budget, burn-in, thinning, initialisation.
     #[serde(default)]
     pub run: RunConfig,
@@ -658,6 +662,38 @@ pub struct RunConfig {
     /// skips it (for D = 52,580 and 4,000 draws it takes ≈ 15 s).
     #[serde(default = "default_true")]
     pub summary: bool,
+    /// A constant preconditioner (`sgmcmc::precondition`): the sampler runs in φ with
+    /// θ = θ̂ + Lφ, LLᵀ the Laplace covariance at the MAP. `"auto"` (default): `"dense"` or
+    /// `"diagonal"` by D on the default path (no `[sampler]` table), none with a `[sampler]`
+    /// table, whose steps keep their meaning. With a preconditioner, steps are in the units
+    /// of φ, where the posterior has roughly unit scale in every direction.
+    #[serde(default, skip_serializing_if = "PreconditionerChoice::is_auto")]
+    pub preconditioner: PreconditionerChoice,
+    /// The bias check after the run (`sgmcmc::check`: a KSD goodness-of-fit test of the
+    /// draws against the posterior); on by default, skipped above D = 5,000.
+    #[serde(default = "default_true")]
+    pub bias_check: bool,
+}
+
+/// `[run] preconditioner`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreconditionerChoice {
+    /// Dense or diagonal by D on the default path; none with a `[sampler]` table.
+    #[default]
+    Auto,
+    /// None: the sampler runs in θ.
+    None,
+    /// The Cholesky factor of the Laplace covariance.
+    Dense,
+    /// The Laplace sds.
+    Diagonal,
+}
+
+impl PreconditionerChoice {
+    fn is_auto(&self) -> bool {
+        *self == PreconditionerChoice::Auto
+    }
 }
 
 fn default_true() -> bool {
@@ -679,6 +715,8 @@ impl Default for RunConfig {
             map_learning_rate: None,
             map_batch_size: None,
             summary: true,
+            preconditioner: PreconditionerChoice::Auto,
+            bias_check: true,
         }
     }
 }
@@ -762,7 +800,8 @@ fn one_usize() -> usize {
 /// Default number of iterations when neither `iterations` nor `budget_seconds` is given.
 pub const DEFAULT_ITERATIONS: usize = 10_000;
 
-/// Where chains start: `"map"` (default), `"prior"`, `"zeros"`, or `{ file = "theta0.npy" }`.
+/// Where chains start: `"map"` (default), `"laplace"`, `"prior"`, `"zeros"`, or
+/// `{ file = "theta0.npy" }`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InitConfig {
     /// A keyword.
@@ -801,15 +840,16 @@ impl<'de> Deserialize<'de> for InitConfig {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = InitConfig;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("\"map\", \"prior\", \"zeros\" or { file = \"...\" }")
+                f.write_str("\"map\", \"laplace\", \"prior\", \"zeros\" or { file = \"...\" }")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
                 match v {
                     "map" => Ok(InitConfig::Keyword(InitKeyword::Map)),
+                    "laplace" => Ok(InitConfig::Keyword(InitKeyword::Laplace)),
                     "prior" => Ok(InitConfig::Keyword(InitKeyword::Prior)),
                     "zeros" => Ok(InitConfig::Keyword(InitKeyword::Zeros)),
                     _ => Err(E::custom(format!(
-                        "init: unknown value {v:?}; expected \"map\", \"prior\", \"zeros\" or {{ file = \"...\" }}"
+                        "init: unknown value {v:?}; expected \"map\", \"laplace\", \"prior\", \"zeros\" or {{ file = \"...\" }}"
                     ))),
                 }
             }
@@ -841,6 +881,10 @@ impl<'de> Deserialize<'de> for InitConfig {
 pub enum InitKeyword {
     /// The MAP (found by L-BFGS on the full data); every chain starts there.
     Map,
+    /// An independent draw per chain from the Laplace approximation N(θ̂, Σ̂) at the MAP (the
+    /// default path's start: the chains begin spread like the posterior, so R-hat can see
+    /// chains that do not meet).
+    Laplace,
     /// An independent prior draw per chain.
     Prior,
     /// θ = 0.
@@ -910,6 +954,13 @@ fn resolve_data_paths(data: &mut DataConfig, base: &Path) {
 }
 
 impl Config {
+    /// The `[gradient]` table, or the defaults (minibatch) when the file has none.
+    pub fn gradient(&self) -> &EstimatorSettings {
+        static DEFAULT: std::sync::LazyLock<EstimatorSettings> =
+            std::sync::LazyLock::new(EstimatorSettings::default);
+        self.gradient.as_ref().unwrap_or(&DEFAULT)
+    }
+
     /// Parse a run file from text; `path` names it in errors.
     pub fn from_toml(text: &str, path: &str) -> Result<Self, ConfigError> {
         parse_toml(text, path)
@@ -978,14 +1029,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            cfg.sampler.schedule,
+            cfg.sampler.as_ref().unwrap().schedule,
             Some(ScheduleSettings::Polynomial {
                 a: Some(1e-4),
                 b: 10.0,
                 gamma: 0.6
             })
         );
-        assert!(matches!(cfg.sampler.method, SamplerSettings::Sgld { .. }));
+        assert!(matches!(
+            cfg.sampler.as_ref().unwrap().method,
+            SamplerSettings::Sgld { .. }
+        ));
         let cfg = parse(
             "kind = \"sghmc\"\nstep_size = 1e-5\ninner_steps = 3\n\
              schedule = { kind = \"polynomial\" }",
@@ -993,7 +1047,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            cfg.sampler.schedule,
+            cfg.sampler.as_ref().unwrap().schedule,
             Some(ScheduleSettings::Polynomial {
                 a: None,
                 b: 0.0,
@@ -1008,7 +1062,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            cfg.sampler.schedule,
+            cfg.sampler.as_ref().unwrap().schedule,
             Some(ScheduleSettings::Cyclical {
                 cycles: 4,
                 iterations: None
@@ -1021,7 +1075,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            cfg.sampler.schedule,
+            cfg.sampler.as_ref().unwrap().schedule,
             Some(ScheduleSettings::Cyclical {
                 cycles: 2,
                 iterations: Some(500)
@@ -1032,10 +1086,13 @@ mod tests {
             "",
         )
         .unwrap();
-        assert_eq!(cfg.sampler.schedule, Some(ScheduleSettings::Constant));
+        assert_eq!(
+            cfg.sampler.as_ref().unwrap().schedule,
+            Some(ScheduleSettings::Constant)
+        );
         // No schedule, and the round trip through serde keeps the table's shape.
         let cfg = parse("kind = \"sgld\"\nstep_size = 1e-3", "").unwrap();
-        assert_eq!(cfg.sampler.schedule, None);
+        assert_eq!(cfg.sampler.as_ref().unwrap().schedule, None);
         let back: Config = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
         assert_eq!(back, cfg);
     }
@@ -1069,9 +1126,9 @@ mod tests {
             "with_replacement = true",
         )
         .unwrap();
-        assert!(cfg.gradient.with_replacement);
+        assert!(cfg.gradient().with_replacement);
         assert!(matches!(
-            cfg.sampler.method,
+            cfg.sampler.as_ref().unwrap().method,
             SamplerSettings::Sghmc {
                 shared_minibatch: true,
                 ..
@@ -1083,13 +1140,13 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(
-            cfg.sampler.method,
+            cfg.sampler.as_ref().unwrap().method,
             SamplerSettings::Baoab {
                 noise_std_scaled_by_tau: true,
                 ..
             }
         ));
-        assert!(!cfg.gradient.with_replacement);
+        assert!(!cfg.gradient().with_replacement);
         // Each switch belongs to its own sampler.
         let e = parse(
             "kind = \"sgld\"\nstep_size = 1e-3\nshared_minibatch = true",

@@ -3,10 +3,11 @@
 //! `demo` commands are thin wrappers around [`execute`].
 
 use crate::config::{
-    Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance, PriorKind,
-    SamplerTable, SyntheticGenerator,
+    Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance,
+    PreconditionerChoice, PriorKind, SamplerTable, SyntheticGenerator,
 };
 use serde::Serialize;
+use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
 use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::EstimatorError;
 use sgmcmc::io::{
@@ -20,6 +21,10 @@ use sgmcmc::model::{
 };
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
+use sgmcmc::precondition::{
+    PreconditionedKernel, PreconditionedModel, Preconditioner, PreconditionerShape,
+};
+use sgmcmc::reference::{LaplaceApproximation, laplace_at};
 use sgmcmc::runner::{
     self, Budget, Chain, ChainKernel, Progress, RunError, RunReport, RunSettings, SamplerKernel,
 };
@@ -30,10 +35,12 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 mod coreset;
+pub mod default_path;
 mod evaluation;
 mod tune;
 
 pub use coreset::{CoresetOutcome, run_coreset_file};
+pub use default_path::DefaultPathReport;
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
     RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
@@ -102,6 +109,12 @@ pub enum PipelineError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The Laplace approximation (of a preconditioner or `init = "laplace"`) failed.
+    #[error(transparent)]
+    Laplace(#[from] sgmcmc::reference::LaplaceError),
+    /// The preconditioner could not be built.
+    #[error(transparent)]
+    Preconditioner(#[from] sgmcmc::precondition::PreconditionerError),
     /// The run file's tables do not fit together or the data; the message names the table
     /// and key.
     #[error("{0}")]
@@ -510,17 +523,22 @@ pub fn build_chain_kernel<'m>(
     model: &'m dyn Model,
     centre: Option<&[f64]>,
 ) -> Result<Box<dyn ChainKernel + Send + 'm>, PipelineError> {
-    let method = &cfg.sampler.method;
-    if method.is_mh() && cfg.sampler.schedule.is_some() {
+    let table = sampler_of(cfg)?;
+    let method = &table.method;
+    if method.is_mh() && table.schedule.is_some() {
         return Err(sampler_table(SettingsError::MhSchedule));
     }
     let sampler = if method.is_mh() {
         None
     } else {
-        Some(build_sampler(&cfg.sampler, settings)?)
+        Some(build_sampler(table, settings)?)
     };
     let estimator = if method.uses_gradient() {
-        Some(cfg.gradient.build(model, centre).map_err(gradient_table)?)
+        Some(
+            cfg.gradient()
+                .build(model, centre)
+                .map_err(gradient_table)?,
+        )
     } else {
         None
     };
@@ -545,23 +563,36 @@ pub fn resolve_schedule(
         .map_err(sampler_table)
 }
 
+/// The `[sampler]` table of a run file that has one (`sgmcmc run` resolves a file without one
+/// through the default path first).
+pub fn sampler_of(cfg: &Config) -> Result<&SamplerTable, PipelineError> {
+    cfg.sampler.as_ref().ok_or_else(|| {
+        PipelineError::RunFile(
+            "the run file has no [sampler] table (`sgmcmc run` takes the default path without \
+             one; this step needs the table)"
+                .into(),
+        )
+    })
+}
+
 /// Validate the run, sampler, estimator and MAP settings of `cfg` against `model` before
 /// anything runs (a sampler is built once and dropped); the run-level settings.
 pub fn check_run(cfg: &Config, model: &dyn Model) -> Result<RunSettings, PipelineError> {
     let settings = run_settings(cfg)?;
     cfg.run.map_search().map_err(PipelineError::RunFile)?;
-    if cfg.sampler.method.is_mh() {
-        if cfg.sampler.schedule.is_some() {
+    let table = sampler_of(cfg)?;
+    if table.method.is_mh() {
+        if table.schedule.is_some() {
             return Err(sampler_table(SettingsError::MhSchedule));
         }
-        cfg.sampler.method.check_for(model).map_err(sampler_table)?;
+        table.method.check_for(model).map_err(sampler_table)?;
     } else {
-        build_sampler(&cfg.sampler, &settings)?;
+        build_sampler(table, &settings)?;
     }
-    cfg.gradient.check(model).map_err(gradient_table)?;
-    cfg.sampler
+    cfg.gradient().check(model).map_err(gradient_table)?;
+    table
         .method
-        .check_with_estimator(&cfg.gradient, model)
+        .check_with_estimator(cfg.gradient(), model)
         .map_err(sampler_table)?;
     Ok(settings)
 }
@@ -700,6 +731,56 @@ pub struct Outcome {
     /// Accuracy metrics when the config has an `[evaluation]` table ([`execute_prepared`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<EvaluationOutcome>,
+    /// The preconditioner the chains ran with (none: θ itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preconditioner: Option<PreconditionerShape>,
+    /// √diag of the Laplace covariance at the MAP, when the run formed it (a preconditioner or
+    /// `init = "laplace"`): the spread the draws are compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub laplace_sd: Option<Vec<f64>>,
+    /// The bias check of the draws (`[run] bias_check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bias_check: Option<BiasCheckOutcome>,
+    /// What the default path chose, when the run file had no `[sampler]` table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_path: Option<DefaultPathReport>,
+}
+
+/// The bias check's result, or why there is none.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum BiasCheckOutcome {
+    /// The check ran.
+    Done(Box<BiasCheck>),
+    /// It was not run (too large a model, too few draws kept); the reason.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl BiasCheckOutcome {
+    /// One line for the terminal.
+    pub fn describe(&self) -> String {
+        match self {
+            BiasCheckOutcome::Done(c) => c.describe(),
+            BiasCheckOutcome::Skipped { reason } => format!("bias check: skipped ({reason})"),
+        }
+    }
+}
+
+/// Models above this many parameters skip the bias check (its cost grows as D × draws² and
+/// its scores as D × N per draw).
+pub const BIAS_CHECK_MAX_DIM: usize = 5_000;
+
+/// The MAP and Laplace approximation of a run's model, found earlier (e.g. by the default
+/// path, or shared by the samplers of an experiment); what is missing is computed when needed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Known<'a> {
+    /// The MAP.
+    pub map: Option<&'a MapResult>,
+    /// The Laplace approximation at that MAP.
+    pub laplace: Option<&'a LaplaceApproximation>,
 }
 
 /// Run a config on a built model: start points, chains in parallel, draws to memory (and to a
@@ -712,8 +793,16 @@ pub fn execute(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
-    execute_keeping_draws(cfg, model, zarr_path, None, None, progress, stop)
-        .map(|(outcome, _)| outcome)
+    execute_keeping_draws(
+        cfg,
+        model,
+        zarr_path,
+        None,
+        Known::default(),
+        progress,
+        stop,
+    )
+    .map(|(outcome, _)| outcome)
 }
 
 /// [`execute`] on a [`prepare`]d run, then its `[evaluation]` (if any) over the summarised
@@ -736,25 +825,34 @@ pub fn execute_prepared_keeping_draws(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
-    execute_prepared_with_sink(cfg, prepared, zarr_path, None, None, progress, stop)
+    execute_prepared_with_sink(
+        cfg,
+        prepared,
+        zarr_path,
+        None,
+        Known::default(),
+        progress,
+        stop,
+    )
 }
 
 /// [`execute_prepared_keeping_draws`], the draws also sent to `extra` (e.g. an
 /// [`io::TimingSink`](sgmcmc::io::TimingSink) recording when each was produced). The prepared
-/// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table. A `known_map`
-/// (found earlier for the same model) replaces the L-BFGS search where the run needs the MAP.
+/// `[evaluation]` runs only when `cfg` itself keeps its `[evaluation]` table. What is `known`
+/// (found earlier for the same model) replaces the L-BFGS search and the Laplace approximation
+/// where the run needs them.
 pub fn execute_prepared_with_sink(
     cfg: &Config,
     prepared: &Prepared,
     zarr_path: Option<&Path>,
     extra: Option<&dyn DrawSink>,
-    known_map: Option<&MapResult>,
+    known: Known<'_>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let model = prepared.model();
     let (mut outcome, chains) =
-        execute_keeping_draws(cfg, model, zarr_path, extra, known_map, progress, stop)?;
+        execute_keeping_draws(cfg, model, zarr_path, extra, known, progress, stop)?;
     if let (Some(ev), Some(_)) = (&prepared.evaluation, &cfg.evaluation) {
         let kept: Vec<&[f64]> = outcome
             .summarised_chains
@@ -792,13 +890,23 @@ pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, Pipeli
     }
 }
 
+/// The preconditioner shape `[run] preconditioner` asks for (`auto` is none here: the default
+/// path writes its choice into the run file it resolves).
+fn preconditioner_shape(cfg: &Config) -> Option<PreconditionerShape> {
+    match cfg.run.preconditioner {
+        PreconditionerChoice::Auto | PreconditionerChoice::None => None,
+        PreconditionerChoice::Dense => Some(PreconditionerShape::Dense),
+        PreconditionerChoice::Diagonal => Some(PreconditionerShape::Diagonal),
+    }
+}
+
 /// [`execute`], also returning every chain's kept draws (flat `draws × D`).
 fn execute_keeping_draws(
     cfg: &Config,
     model: &dyn Model,
     zarr_path: Option<&Path>,
     extra: Option<&dyn DrawSink>,
-    known_map: Option<&MapResult>,
+    known: Known<'_>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
@@ -806,20 +914,42 @@ fn execute_keeping_draws(
     let dim = model.dim();
 
     let map_start = std::time::Instant::now();
+    let shape = preconditioner_shape(cfg);
+    let laplace_init = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Laplace));
+    let needs_laplace = shape.is_some() || laplace_init;
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
-        || cfg.gradient.needs_centre();
-    let map = match (needs_map, known_map) {
+        || cfg.gradient().needs_centre()
+        || needs_laplace;
+    let map = match (needs_map, known.map) {
         (false, _) => None,
         (true, Some(m)) if m.theta.len() == dim => Some(m.clone()),
         (true, _) => Some(find_run_map(cfg, model)?),
     };
-    // `inits` holds one shared start, one start per chain, or nothing (prior draws).
+    let laplace = match (needs_laplace, known.laplace, &map) {
+        (true, Some(l), _) if l.mean.len() == dim => Some(l.clone()),
+        (true, _, Some(m)) => Some(laplace_at(model, &m.theta)?),
+        _ => None,
+    };
+    // The run's preconditioner, and the map of the Laplace draws that start the chains.
+    let preconditioner = match (shape, &laplace) {
+        (Some(shape), Some(l)) => Some(Preconditioner::from_laplace(l, shape)?),
+        _ => None,
+    };
+    let laplace_map = match (&preconditioner, &laplace, laplace_init) {
+        (Some(p), _, true) => Some(p.clone()),
+        (None, Some(l), true) => Some(Preconditioner::from_laplace(
+            l,
+            Preconditioner::default_shape(dim),
+        )?),
+        _ => None,
+    };
+    // `inits` holds one shared start, one start per chain, or nothing (drawn per chain).
     let inits = match &cfg.run.init {
         InitConfig::Keyword(InitKeyword::Map) => {
             vec![map.as_ref().expect("computed above").theta.clone()]
         }
         InitConfig::Keyword(InitKeyword::Zeros) => vec![vec![0.0; dim]],
-        InitConfig::Keyword(InitKeyword::Prior) => Vec::new(),
+        InitConfig::Keyword(InitKeyword::Prior | InitKeyword::Laplace) => Vec::new(),
         InitConfig::File { file } => read_init_file(file, dim, settings.chains)?,
     };
     let map_seconds = map_start.elapsed().as_secs_f64();
@@ -855,27 +985,52 @@ fn execute_keeping_draws(
         sink = &tee_extra;
     }
 
-    let centre = map.as_ref().map(|m| m.theta.as_slice());
+    // With a preconditioner the kernels run on the model in φ (θ = c + Lφ) and report θ;
+    // control variates are centred at the MAP's φ.
+    let phi_model = preconditioner
+        .as_ref()
+        .map(|p| PreconditionedModel::new(model, p))
+        .transpose()?;
+    let centre: Option<Vec<f64>> = map.as_ref().map(|m| match &preconditioner {
+        Some(p) => {
+            let mut phi = vec![0.0; dim];
+            p.to_phi(&m.theta, &mut phi);
+            phi
+        }
+        None => m.theta.clone(),
+    });
     let make_chain = |c: usize, rng: &mut sgmcmc::rng::ChainRng| -> Result<Chain<'_>, RunError> {
         let setup = |e: PipelineError| RunError::ChainSetup {
             chain: c,
             source: Box::new(e),
         };
-        let init = match inits.len() {
-            0 => {
+        let init = match (inits.len(), &laplace_map) {
+            (0, Some(l)) => {
+                let mut z = vec![0.0; dim];
+                sgmcmc::rng::fill_standard_normal(rng, &mut z);
+                let mut theta = vec![0.0; dim];
+                l.to_theta(&z, &mut theta);
+                theta
+            }
+            (0, None) => {
                 let mut theta = vec![0.0; dim];
                 model
                     .sample_prior(rng, &mut theta)
                     .map_err(|e| setup(e.into()))?;
                 theta
             }
-            1 => inits[0].clone(),
+            (1, _) => inits[0].clone(),
             _ => inits[c].clone(),
         };
-        Ok(Chain {
-            kernel: build_chain_kernel(cfg, &settings, model, centre).map_err(setup)?,
-            init,
-        })
+        let kernel = match (&phi_model, &preconditioner) {
+            (Some(phi_model), Some(p)) => {
+                let inner = build_chain_kernel(cfg, &settings, phi_model, centre.as_deref())
+                    .map_err(setup)?;
+                Box::new(PreconditionedKernel::new(inner, p)) as Box<dyn ChainKernel + Send>
+            }
+            _ => build_chain_kernel(cfg, &settings, model, centre.as_deref()).map_err(setup)?,
+        };
+        Ok(Chain { kernel, init })
     };
     let report = runner::run_until(&settings, make_chain, sink, progress, stop)?;
     if let Some(z) = zarr {
@@ -893,6 +1048,15 @@ fn execute_keeping_draws(
     } else {
         Vec::new()
     };
+    let bias_check = cfg.run.bias_check.then(|| {
+        run_bias_check(
+            model,
+            &kept,
+            preconditioner.as_ref(),
+            map.as_ref().map(|m| m.theta.as_slice()),
+            settings.seed,
+        )
+    });
     let outcome = Outcome {
         parameters,
         iterations_per_second: report.iterations_per_second(),
@@ -906,8 +1070,48 @@ fn execute_keeping_draws(
         map_seconds,
         run: report,
         evaluation: None,
+        preconditioner: preconditioner.as_ref().map(Preconditioner::shape),
+        laplace_sd: laplace.map(|l| l.sd),
+        bias_check,
+        default_path: None,
     };
     Ok((outcome, all))
+}
+
+/// The bias check of the kept draws (each chain cut to the shortest), or why it was skipped.
+fn run_bias_check(
+    model: &dyn Model,
+    kept: &[&[f64]],
+    preconditioner: Option<&Preconditioner>,
+    centre: Option<&[f64]>,
+    seed: u64,
+) -> BiasCheckOutcome {
+    let dim = model.dim();
+    if dim > BIAS_CHECK_MAX_DIM {
+        return BiasCheckOutcome::Skipped {
+            reason: format!("D = {dim} > {BIAS_CHECK_MAX_DIM}"),
+        };
+    }
+    if kept.is_empty() {
+        return BiasCheckOutcome::Skipped {
+            reason: "no chain finished without diverging".into(),
+        };
+    }
+    let shortest = kept.iter().map(|c| c.len()).min().unwrap_or(0);
+    let chains: Vec<&[f64]> = kept.iter().map(|c| &c[..shortest]).collect();
+    match bias_check(
+        model,
+        &chains,
+        preconditioner,
+        centre,
+        &BiasCheckSettings::default(),
+        seed,
+    ) {
+        Ok(check) => BiasCheckOutcome::Done(Box::new(check)),
+        Err(e) => BiasCheckOutcome::Skipped {
+            reason: e.to_string(),
+        },
+    }
 }
 
 /// The `summary.json` document: the outcome plus the fully resolved settings.
@@ -916,9 +1120,9 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
     let resolved = serde_json::json!({
         "config": cfg,
         "model": { "kind": model.name(), "dim": model.dim(), "num_data": model.num_data() },
-        "batch_size": match cfg.gradient.estimator {
+        "batch_size": match cfg.gradient().estimator {
             sgmcmc::settings::EstimatorKind::Full => model.num_data(),
-            _ => cfg.gradient.batch_size.resolve(model.num_data()).unwrap_or(0),
+            _ => cfg.gradient().batch_size.resolve(model.num_data()).unwrap_or(0),
         },
         "budget": run_settings(cfg).ok().map(|s| s.budget),
         "sampler": resolved_sampler(cfg),
@@ -931,10 +1135,13 @@ pub fn summary_json(outcome: &Outcome, cfg: &Config, model: &dyn Model) -> serde
 /// given), with the schedule resolved (`schedule`: every parameter filled in, e.g. the cyclical
 /// ε₀, K and cycle length m).
 fn resolved_sampler(cfg: &Config) -> serde_json::Value {
-    let mut v = resolved_method(&cfg.sampler.method);
-    let schedule = cfg.sampler.method.build().ok().and_then(|s| {
+    let Some(table) = &cfg.sampler else {
+        return serde_json::Value::Null;
+    };
+    let mut v = resolved_method(&table.method);
+    let schedule = table.method.build().ok().and_then(|s| {
         let settings = run_settings(cfg).ok()?;
-        resolve_schedule(&cfg.sampler, s.step_size(), &settings).ok()?
+        resolve_schedule(table, s.step_size(), &settings).ok()?
     });
     if let Some(schedule) = schedule {
         let mut sv = serde_json::to_value(schedule).expect("schedule serialises");
@@ -991,7 +1198,10 @@ mod tests {
             "[data]\nsynthetic = {{ rows = 10, dim = 2 }}\n[model]\nkind = \"logistic\"\n\
              [sampler]\n{sampler}\n"
         );
-        Config::from_toml(&text, "run.toml").unwrap().sampler
+        Config::from_toml(&text, "run.toml")
+            .unwrap()
+            .sampler
+            .unwrap()
     }
 
     fn settings(budget: Budget, burn_in: usize) -> RunSettings {

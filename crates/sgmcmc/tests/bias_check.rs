@@ -9,7 +9,10 @@
 //! - whitening by each parameter's sd instead of the draws' covariance (the first version):
 //!   `flags_wrong_spread_…` fails, draws with sds 3× too wide flagged 0 of 20 times (the IMQ
 //!   kernel is flat along the target's stiff rotated direction, so the test cannot see spread
-//!   there).
+//!   there);
+//! - the Stein identities' MCSE from the short thinned series alone (no floor from the full
+//!   chains' τ): `p_values_are_uniform_…` fails with 9 false alarms of 200 (the thinned
+//!   series are still autocorrelated and their own τ estimate runs low).
 
 mod common;
 
@@ -72,22 +75,26 @@ fn ks_uniform(p: &[f64]) -> f64 {
         * m.sqrt()
 }
 
-fn p_values(
+/// The KSD test's p-value and the whole check's verdict for `reps` replications.
+fn checks(
     reps: usize,
     (len, rho): (usize, f64),
     shift: f64,
     scale: f64,
     settings: &BiasCheckSettings,
-) -> Vec<f64> {
+) -> (Vec<f64>, Vec<bool>) {
     let (model, _, _) = target();
     (0..reps)
         .map(|r| {
             let chains = ar1_chains(500 + r as u64, 4, len, rho, shift, scale);
             let refs: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
             let check = bias_check(&model, &refs, None, None, settings, r as u64).unwrap();
-            check.test.p_value
+            (
+                check.test.as_ref().map_or(f64::NAN, |t| t.p_value),
+                check.passed,
+            )
         })
-        .collect()
+        .unzip()
 }
 
 fn settings() -> BiasCheckSettings {
@@ -97,22 +104,41 @@ fn settings() -> BiasCheckSettings {
     }
 }
 
-/// 200 replications of 4 exact AR(1) chains (ρ = 0.95, τ ≈ 39) of 2,000 draws each: the
-/// p-values pass a KS test of uniformity at 1 % (√m·D < 1.63) and the 5 % rejection rate is
-/// within 3 binomial sd (0.046) of 0.05. With the thinning switched off (every draw, q = 0.5)
-/// the same chains are rejected most of the time, so the thinning is what keeps the level.
+/// 200 replications of 4 exact AR(1) chains (ρ = 0.95, τ ≈ 39) of 2,000 draws each: the KSD
+/// test's p-values pass a KS test of uniformity at 1 % (√m·D < 1.63) and its 5 % rejection
+/// rate is within 3 binomial sd (0.046) of 0.05; the whole check (KSD at 1 % and the Stein
+/// identities) raises at most 6 false alarms (its level is ≤ 1 %; 6 is the binomial 99.5 %
+/// point at 1 % of 200).
 #[test]
 fn p_values_are_uniform_on_exact_autocorrelated_chains() {
-    let p = p_values(200, (2_000, 0.95), 0.0, 1.0, &settings());
+    let (p, passed) = checks(200, (2_000, 0.95), 0.0, 1.0, &settings());
     let ks = ks_uniform(&p);
     let rate = p.iter().filter(|&&v| v <= 0.05).count() as f64 / p.len() as f64;
-    eprintln!("exact AR(1) chains: KS √m·D = {ks:.3}, rejection rate at 5 % = {rate:.3}");
+    let alarms = passed.iter().filter(|ok| !**ok).count();
+    eprintln!(
+        "exact AR(1) chains: KS √m·D = {ks:.3}, rejection rate at 5 % = {rate:.3}, \
+         false alarms of the whole check {alarms} of 200"
+    );
     assert!(ks < 1.63, "KS √m·D = {ks}");
     assert!((rate - 0.05).abs() < 0.046, "rejection rate {rate}");
+    assert!(alarms <= 6, "{alarms} false alarms");
 }
 
-/// Spread 20 % too wide (sds 1.2×, as an SG chain at too large a step) and location 0.3 sd
-/// off: flagged at the 1 % level in at least 18 of 20 replications each.
+/// Chains that mix very slowly (ρ = 0.999, τ ≈ 2,000: 4 × 20,000 draws leave the KSD test
+/// fewer than 2 nearly independent draws per chain): exact ones raise no alarm in 20
+/// replications, and ones with sds 2× too wide are flagged in all 20, by the Stein identities.
+#[test]
+fn stein_identities_keep_power_on_slowly_mixing_chains() {
+    for (scale, want_flagged) in [(1.0, false), (2.0, true)] {
+        let (p, passed) = checks(20, (20_000, 0.999), 0.0, scale, &settings());
+        let hits = passed.iter().filter(|ok| **ok != want_flagged).count();
+        eprintln!("ρ = 0.999, sd x {scale}: {hits} of 20 as expected; KSD p = {p:.3?}");
+        assert_eq!(hits, 20, "sd x {scale}: {hits} of 20 as expected");
+    }
+}
+
+/// Spread 3× or 20 % too wide (as an SG chain at too large a step) and location 0.3 sd off, on
+/// a rotated target with scales 0.1 … 10: flagged in at least 18 of 20 replications each.
 #[test]
 fn flags_wrong_spread_and_location() {
     for (what, shift, scale) in [
@@ -120,15 +146,15 @@ fn flags_wrong_spread_and_location() {
         ("sd x 1.2", 0.0, 1.2),
         ("mean + 0.3 sd", 0.3, 1.0),
     ] {
-        let p = p_values(
+        let (p, passed) = checks(
             20,
             (10_000, 0.9),
             shift,
             scale,
             &BiasCheckSettings::default(),
         );
-        let flagged = p.iter().filter(|&&v| v < 0.01).count();
-        eprintln!("{what}: flagged {flagged} of 20, p = {p:.3?}");
+        let flagged = passed.iter().filter(|ok| !**ok).count();
+        eprintln!("{what}: flagged {flagged} of 20, KSD p = {p:.3?}");
         assert!(flagged >= 18, "{what}: flagged only {flagged} of 20");
     }
 }

@@ -214,14 +214,14 @@ pub fn run_config(
     Ok(Config {
         data: spec.data.clone(),
         model: spec.model.clone(),
-        sampler: SamplerTable {
+        sampler: Some(SamplerTable {
             method,
             schedule: None,
-        },
-        gradient: EstimatorSettings {
+        }),
+        gradient: Some(EstimatorSettings {
             estimator,
             ..EstimatorSettings::default()
-        },
+        }),
         run: RunConfig {
             seed: settings.seed,
             chains: 1,
@@ -798,6 +798,7 @@ fn final_run<M: FinalMetrics>(
     run_cfg.run.burn_in = 0;
     // Each experiment measures its own test metrics on the run's window (`test_metrics`).
     run_cfg.evaluation = None;
+    run_cfg.run.bias_check = false;
     let stop = AtomicBool::new(false);
     let timing = TimingSink::new(1);
     let (outcome, chains) = pipeline::execute_prepared_with_sink(
@@ -805,7 +806,10 @@ fn final_run<M: FinalMetrics>(
         session.prepared,
         None,
         Some(&timing),
-        Some(&session.map),
+        pipeline::Known {
+            map: Some(&session.map),
+            laplace: None,
+        },
         &NoProgress,
         &stop,
     )?;

@@ -275,8 +275,13 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
         });
     };
     check_table(ev, &cfg.model)?;
-    // The reference first: a missing file fails before a long data load.
+    // The reference first: a missing file fails before a long data load. A directory is the
+    // bike-sharing data's, whose Stan moments are CSV files.
     let reference = match &ev.reference {
+        Some(path) if path.is_dir() => Some(LoadedReference {
+            path: path.clone(),
+            moments: sgmcmc::data::load_bike_sharing_reference(path)?,
+        }),
         Some(path) => Some(LoadedReference {
             path: path.clone(),
             moments: ReferenceMoments::load(path)

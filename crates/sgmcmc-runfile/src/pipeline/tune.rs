@@ -119,18 +119,23 @@ impl<'p> TuneSession<'p> {
     /// The `[sampler]` method the grid is applied to; a `schedule` is an error (tuning
     /// searches constant steps).
     fn base_sampler(&self) -> Result<&SamplerSettings, TuneError> {
-        if self.cfg.sampler.schedule.is_some() {
+        let table = self.cfg.sampler.as_ref().ok_or_else(|| {
+            TuneError::Grid(
+                "[tune] needs a [sampler] table: its grid is applied to that method".into(),
+            )
+        })?;
+        if table.schedule.is_some() {
             return Err(TuneError::Grid(
                 "[sampler] has a `schedule`; tune searches constant steps, remove the schedule"
                     .into(),
             ));
         }
-        Ok(&self.cfg.sampler.method)
+        Ok(&table.method)
     }
 
     /// MAMBA's arms: the whole grid.
     pub fn arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
-        expand_grid(self.base_sampler()?, &self.cfg.gradient, &self.tune.grid)
+        expand_grid(self.base_sampler()?, self.cfg.gradient(), &self.tune.grid)
     }
 
     /// MAMBA's settings from the table.
@@ -164,7 +169,7 @@ impl<'p> TuneSession<'p> {
     pub fn grid_search_arms(&self) -> Result<Vec<ArmSettings>, TuneError> {
         let mut grid = self.tune.grid.clone();
         grid.batch_size = Some(vec![self.tune.grid_search.batch_size]);
-        expand_grid(self.base_sampler()?, &self.cfg.gradient, &grid)
+        expand_grid(self.base_sampler()?, self.cfg.gradient(), &grid)
     }
 
     /// How grid search selects: the configured choice, else log-loss when there is a test
@@ -264,8 +269,8 @@ impl<'p> TuneSession<'p> {
     /// The 1/N heuristic's settings (batch from `[tune.grid_search] batch_size`).
     pub fn heuristic(&self) -> Result<ArmSettings, TuneError> {
         heuristic_arm(
-            &self.cfg.sampler.method,
-            &self.cfg.gradient,
+            self.base_sampler()?,
+            self.cfg.gradient(),
             self.ctx.model.num_data(),
             self.tune.grid_search.batch_size,
         )
@@ -281,11 +286,11 @@ impl<'p> TuneSession<'p> {
 /// [`TuneSession::winner_config`].
 pub fn winner_config(cfg: &Config, arm: &ArmSettings) -> Config {
     let mut out = cfg.clone();
-    out.sampler = SamplerTable {
+    out.sampler = Some(SamplerTable {
         method: arm.sampler.clone(),
         schedule: None,
-    };
-    out.gradient = arm.gradient.clone();
+    });
+    out.gradient = Some(arm.gradient.clone());
     out.tune = None;
     out.run.init = InitConfig::default();
     let abs = |p: &mut std::path::PathBuf| {
