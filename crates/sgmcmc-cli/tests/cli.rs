@@ -77,6 +77,40 @@ fn a_good_run_writes_draws_and_summary() {
     );
 }
 
+/// A run file without `[sampler]`: `run` takes the default path, prints its choices, and
+/// writes them, the resolved run file and the bias check into summary.json.
+#[test]
+fn a_run_file_without_sampler_takes_the_default_path() {
+    let dir = setup(
+        NPY_DATA,
+        LOGISTIC,
+        "[run]
+iterations = 2000
+burn_in = 200
+chains = 2",
+    );
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("default path"), "{stdout}");
+    assert!(stdout.contains("bias check:"), "{stdout}");
+    let summary = read_summary(dir.path());
+    let choices = summary["default_path"]["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 4, "{choices:?}");
+    assert_eq!(summary["preconditioner"], "dense");
+    assert_eq!(summary["bias_check"]["status"], "done");
+    let config = &summary["settings"]["config"];
+    assert_eq!(config["sampler"]["kind"], "baoab");
+    assert_eq!(config["run"]["init"], "laplace");
+    assert_eq!(config["run"]["preconditioner"], "dense");
+    // 200 rows <= 5,000: exact gradients.
+    assert_eq!(config["gradient"]["estimator"], "full");
+}
+
 #[test]
 fn misspelt_config_key_is_named() {
     let body = GOOD.replace("step_size", "stpe_size");
