@@ -168,7 +168,7 @@ fn execute_resolved(
     prepared: &pipeline::Prepared,
     resolved: Option<pipeline::default_path::Resolved>,
     zarr: Option<&Path>,
-) -> Result<Outcome> {
+) -> Result<(Outcome, Vec<Vec<f64>>)> {
     pipeline::check_run(cfg, prepared.model())?;
     let progress = auto_progress(cfg.run.chains);
     install_interrupt_handler();
@@ -176,7 +176,7 @@ fn execute_resolved(
         map: resolved.as_ref().map(|r| &r.map),
         laplace: resolved.as_ref().map(|r| &r.laplace),
     };
-    let (mut outcome, _) = pipeline::execute_prepared_with_sink(
+    let (mut outcome, chains) = pipeline::execute_prepared_with_sink(
         cfg,
         prepared,
         zarr,
@@ -189,7 +189,72 @@ fn execute_resolved(
         outcome.map_seconds += r.report.map_seconds + r.report.laplace_seconds;
         outcome.default_path = Some(r.report);
     }
-    Ok(outcome)
+    Ok((outcome, chains))
+}
+
+/// `text` broken at spaces into lines of at most `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let last = lines.last_mut().expect("one line");
+        if !last.is_empty() && last.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_string());
+        } else {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(word);
+        }
+    }
+    lines
+}
+
+/// The one-page diagnostic figure (`DIR/diagnostics.svg`): the verdicts, and traces and
+/// marginals beside the Laplace approximation for the parameters most worth a look.
+fn write_figure(
+    out: &Path,
+    title: &str,
+    outcome: &Outcome,
+    chains: &[Vec<f64>],
+    model: &dyn Model,
+) -> Result<()> {
+    if outcome.parameters.is_empty() {
+        return Ok(());
+    }
+    let kept: Vec<&[f64]> = outcome
+        .summarised_chains
+        .iter()
+        .map(|&c| chains[c].as_slice())
+        .collect();
+    let shortest = kept.iter().map(|c| c.len()).min().unwrap_or(0);
+    let kept: Vec<&[f64]> = kept.iter().map(|c| &c[..shortest]).collect();
+    let names = model.parameter_names();
+    let rhat: Vec<f64> = outcome.parameters.iter().map(|p| p.stats.rhat).collect();
+    let mut lines = wrap(&verdict(&outcome.parameters), 170);
+    if let Some(check) = &outcome.bias_check {
+        lines.extend(wrap(&check.describe(), 170));
+    }
+    if let Some(dp) = &outcome.default_path {
+        for choice in &dp.choices {
+            lines.extend(wrap(&format!("default path: {choice}"), 170));
+        }
+    }
+    let laplace = match (&outcome.map, &outcome.laplace_sd) {
+        (Some(map), Some(sd)) => Some((map.theta.as_slice(), sd.as_slice())),
+        _ => None,
+    };
+    let figure = sgmcmc_experiments::run_figure::RunFigure {
+        title: title.to_string(),
+        lines,
+        names: &names,
+        chains: &kept,
+        rhat: &rhat,
+        laplace,
+    };
+    let path = out.join("diagnostics.svg");
+    sgmcmc_experiments::run_figure::write_run_figure(&path, &figure)?;
+    println!("diagnostic figure: {}", path.display());
+    Ok(())
 }
 
 /// `sgmcmc demo`: the default path (no sampler settings) on the embedded demo run file.
@@ -225,13 +290,14 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
     );
     let (cfg, resolved) = resolve(cfg, model)?;
     let zarr = out.as_deref().map(prepare_out).transpose()?;
-    let outcome = execute_resolved(&cfg, &prepared, resolved, zarr.as_deref())?;
+    let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, zarr.as_deref())?;
     print_outcome(&outcome, &[("true", &theta_star)]);
     println!(
         "(true = the theta* that generated the data; laplace_sd = sd of the Laplace approximation at the MAP)"
     );
     if let Some(dir) = &out {
         write_outputs(dir, &outcome, &cfg, model)?;
+        write_figure(dir, "sgmcmc demo", &outcome, &chains, model)?;
     }
     finish(&outcome)
 }
@@ -248,9 +314,16 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     // Validate every setting before creating output.
     pipeline::check_run(&cfg, model)?;
     let zarr = prepare_out(out)?;
-    let outcome = execute_resolved(&cfg, &prepared, resolved, Some(&zarr))?;
+    let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, Some(&zarr))?;
     print_outcome(&outcome, &[]);
     write_outputs(out, &outcome, &cfg, model)?;
+    write_figure(
+        out,
+        &format!("sgmcmc run {}", config.display()),
+        &outcome,
+        &chains,
+        model,
+    )?;
     finish(&outcome)
 }
 

@@ -207,7 +207,7 @@ pub enum PlotError {
 }
 
 /// Colours of highlighted series, in order (Tableau 10).
-const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -268,7 +268,7 @@ pub fn write_svg(path: &Path, figure: &Figure) -> Result<(), PlotError> {
     })
 }
 
-fn draw_err<E: std::error::Error>(e: E) -> PlotError {
+pub(crate) fn draw_err<E: std::error::Error>(e: E) -> PlotError {
     PlotError::Draw(e.to_string())
 }
 

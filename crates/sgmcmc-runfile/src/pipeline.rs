@@ -769,6 +769,10 @@ impl BiasCheckOutcome {
     }
 }
 
+/// The Laplace approximation is formed beside a run that has a MAP but did not need it while
+/// its 2D full passes cost at most this many per-datum gradient coordinates (2·D²·N).
+pub const LAPLACE_BESIDE_MAX_COST: f64 = 1e10;
+
 /// Models above this many parameters skip the bias check (its cost grows as D × draws² and
 /// its scores as D × N per draw).
 pub const BIAS_CHECK_MAX_DIM: usize = 5_000;
@@ -1048,6 +1052,15 @@ fn execute_keeping_draws(
     } else {
         Vec::new()
     };
+    // The Laplace approximation beside the draws (the summary's and the figure's laplace_sd):
+    // formed above when the run needed it, else at the MAP when its 2D full passes are cheap.
+    let laplace = laplace.or_else(|| {
+        let m = map.as_ref()?;
+        let cost = 2.0 * (dim * dim) as f64 * model.num_data() as f64;
+        (cost <= LAPLACE_BESIDE_MAX_COST)
+            .then(|| laplace_at(model, &m.theta).ok())
+            .flatten()
+    });
     let bias_check = cfg.run.bias_check.then(|| {
         run_bias_check(
             model,

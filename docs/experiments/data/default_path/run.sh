@@ -15,6 +15,7 @@ run() {  # name, config, [reference]
   local t1=$(date +%s.%N)
   python3 -c "print(f'wall seconds: {$t1 - $t0:.1f}')" >> "$OUT/$name.log"
   cp "target/default_path/$name/summary.json" "$OUT/$name.summary.json"
+  cp "target/default_path/$name/diagnostics.svg" "$OUT/$name.diagnostics.svg"
   if [ $# -ge 3 ]; then
     python3 "$OUT/compare.py" "$OUT/$name.summary.json" "$3" > "$OUT/$name.compare.txt"
   fi
