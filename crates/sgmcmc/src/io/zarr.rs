@@ -1,13 +1,14 @@
 //! Streaming draws to a Zarr v3 store in the ArviZ `InferenceData` layout.
 //!
-//! Layout written by [`ZarrSink`] (all arrays uncompressed, `bytes` codec, little endian):
+//! Layout written by [`ZarrSink`] (numeric arrays uncompressed, `bytes` codec, little endian):
 //!
 //! ```text
 //! <path>/zarr.json                      root group (ArviZ-style attributes; consolidated metadata after `finalize`)
 //! <path>/posterior/zarr.json            group `posterior` (same attributes)
 //! <path>/posterior/<variable>           float64 (chain, draw, <variable>_dim_0), fill NaN, chunks (1, C, dim)
 //! <path>/posterior/chain                int64 coordinate 0..chains
-//! <path>/posterior/<variable>_dim_0     int64 coordinate 0..dim
+//! <path>/posterior/<variable>_dim_0     string coordinate: the parameter names (`vlen-utf8`;
+//!                                       int64 0..dim when no names are given)
 //! <path>/posterior/draw                 int64 coordinate 0..max draws (written by `finalize`)
 //! ```
 //!
@@ -110,8 +111,12 @@ impl ZarrSink {
         let chain_values: Vec<i64> = (0..chains as i64).collect();
         write_coordinate(&root, &store, "chain", &chain_values)?;
         let dim_name = format!("{variable}_dim_0");
-        let dim_values: Vec<i64> = (0..dim as i64).collect();
-        write_coordinate(&root, &store, &dim_name, &dim_values)?;
+        if parameter_names.is_empty() {
+            let dim_values: Vec<i64> = (0..dim as i64).collect();
+            write_coordinate(&root, &store, &dim_name, &dim_values)?;
+        } else {
+            write_name_coordinate(&root, &store, &dim_name, parameter_names)?;
+        }
 
         let mut var_attrs = Map::new();
         if !parameter_names.is_empty() {
@@ -433,6 +438,27 @@ fn write_coordinate(
     write_array_meta(root, &array)
 }
 
+/// Writes the parameter names as a one-dimensional string coordinate `posterior/<name>`
+/// (Zarr v3 `string` data type, `vlen-utf8` codec, one chunk), so that xarray and ArviZ label
+/// the parameter dimension with the names.
+fn write_name_coordinate(
+    root: &Path,
+    store: &Arc<FilesystemStore>,
+    name: &str,
+    names: &[String],
+) -> Result<(), SinkError> {
+    let len = names.len() as u64;
+    let array = ArrayBuilder::new(vec![len], vec![len.max(1)], data_type::string(), "")
+        .dimension_names(Some([name]))
+        .build(store.clone(), &format!("/posterior/{name}"))
+        .map_err(|e| zarr_err(root, e.to_string()))?;
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    array
+        .store_chunk(&[0], refs)
+        .map_err(|e| zarr_err(root, e.to_string()))?;
+    write_array_meta(root, &array)
+}
+
 fn write_array_meta(root: &Path, array: &Array<FilesystemStore>) -> Result<(), SinkError> {
     let options = ArrayMetadataOptions::default().with_include_zarrs_metadata(false);
     let json = match array.metadata_opt(&options) {
@@ -444,12 +470,35 @@ fn write_array_meta(root: &Path, array: &Array<FilesystemStore>) -> Result<(), S
 }
 
 fn write_group_meta(root: &Path, group: &Group<FilesystemStore>) -> Result<(), SinkError> {
-    let json = match group.metadata() {
-        GroupMetadata::V3(m) => serde_json::to_vec_pretty(m),
-        GroupMetadata::V2(m) => serde_json::to_vec_pretty(m),
+    let mut value = match group.metadata() {
+        GroupMetadata::V3(m) => serde_json::to_value(m),
+        GroupMetadata::V2(m) => serde_json::to_value(m),
     }
     .map_err(|e| zarr_err(root, e.to_string()))?;
+    named_codecs(&mut value);
+    let json = serde_json::to_vec_pretty(&value).map_err(|e| zarr_err(root, e.to_string()))?;
     write_atomic(&meta_path(root, group.path().as_str()), &json)
+}
+
+/// Writes every codec of the consolidated metadata as `{"name": …}`: zarrs abbreviates a
+/// codec without configuration (`vlen-utf8`) to its bare name there, which zarr-python (and so
+/// xarray) rejects ("Expected dict, got str"); the arrays' own metadata already has the object.
+fn named_codecs(group: &mut serde_json::Value) {
+    let Some(entries) = group
+        .pointer_mut("/consolidated_metadata/metadata")
+        .and_then(|m| m.as_object_mut())
+    else {
+        return;
+    };
+    for entry in entries.values_mut() {
+        if let Some(codecs) = entry.get_mut("codecs").and_then(|c| c.as_array_mut()) {
+            for codec in codecs.iter_mut() {
+                if let Some(name) = codec.as_str() {
+                    *codec = json!({ "name": name });
+                }
+            }
+        }
+    }
 }
 
 fn meta_path(root: &Path, node_path: &str) -> PathBuf {
@@ -703,13 +752,30 @@ mod tests {
         }
         assert_eq!(read_i64(&path, "chain"), vec![0, 1, 2, 3, 4]);
         assert_eq!(read_i64(&path, "draw"), (0..9).collect::<Vec<_>>());
-        assert_eq!(read_i64(&path, "theta_dim_0"), vec![0, 1, 2]);
+        // The parameter names are the parameter dimension's coordinate (a string array).
+        let store = Arc::new(FilesystemStore::new(&path).unwrap());
+        let names_array = Array::open(store, "/posterior/theta_dim_0").unwrap();
+        let coordinate: Vec<String> = names_array
+            .retrieve_array_subset(&ArraySubset::new_with_shape(vec![3]))
+            .unwrap();
+        assert_eq!(coordinate, names);
 
         let store = Arc::new(FilesystemStore::new(&path).unwrap());
         let root = Group::open(store.clone(), "/").unwrap();
         let consolidated = root.consolidated_metadata().unwrap();
         for key in ["posterior", "posterior/theta", "posterior/draw"] {
             assert!(consolidated.metadata.contains_key(key), "{key}");
+        }
+        // Every consolidated codec is an object with a name (zarr-python rejects bare names).
+        let text = fs::read_to_string(path.join("zarr.json")).unwrap();
+        let meta: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let entries = meta["consolidated_metadata"]["metadata"]
+            .as_object()
+            .unwrap();
+        for (key, entry) in entries {
+            for codec in entry["codecs"].as_array().into_iter().flatten() {
+                assert!(codec["name"].is_string(), "{key}: codec {codec}");
+            }
         }
         assert_eq!(root.attributes()["inference_library"], "sgmcmc");
         let array = Array::open(store, "/posterior/theta").unwrap();
