@@ -1,6 +1,6 @@
 //! The `demo`, `run` and `reference` commands.
 
-use crate::progress::auto_progress;
+use crate::progress::{auto_progress, sharing_note};
 use anyhow::{Context, Result};
 use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
@@ -138,6 +138,16 @@ fn prepare_out(out: &Path) -> Result<PathBuf> {
     Ok(out.join("draws.zarr"))
 }
 
+/// The threads the chains run on (rayon's global pool: one per core unless RAYON_NUM_THREADS
+/// says otherwise).
+fn rayon_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
 /// A run file resolved for execution: the file itself, or, without a `[sampler]` table, the
 /// default path's choices (printed as they are made) with the MAP and Laplace approximation
 /// it found.
@@ -153,8 +163,7 @@ fn resolve(
     println!(
         "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
     );
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let resolved = pipeline::default_path::resolve(&cfg, model, threads)?;
+    let resolved = pipeline::default_path::resolve(&cfg, model, rayon_threads())?;
     for line in &resolved.report.choices {
         println!("  {line}");
     }
@@ -170,7 +179,16 @@ fn execute_resolved(
     zarr: Option<&Path>,
 ) -> Result<(Outcome, Vec<Vec<f64>>)> {
     pipeline::check_run(cfg, prepared.model())?;
-    let progress = auto_progress(cfg.run.chains);
+    let settings = pipeline::run_settings(cfg)?;
+    let threads = rayon_threads();
+    if let Some(note) = sharing_note(cfg.run.chains, threads, cfg.run.budget_seconds) {
+        println!("{note}");
+    }
+    let per_chain = match settings.budget {
+        sgmcmc::runner::Budget::Iterations(n) => Some(n + settings.burn_in),
+        _ => None,
+    };
+    let progress = auto_progress(cfg.run.chains, per_chain);
     install_interrupt_handler();
     let known = pipeline::Known {
         map: resolved.as_ref().map(|r| &r.map),
@@ -475,7 +493,7 @@ pub fn reference(
         settings.warmup,
         settings.seed
     );
-    let progress = auto_progress(settings.chains);
+    let progress = auto_progress(settings.chains, Some(settings.warmup + settings.draws));
     let result = reference::run_nuts(model.as_ref(), &settings, progress.as_ref())?;
     drop(progress);
     let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
