@@ -192,7 +192,7 @@ fn execute_resolved(
     install_interrupt_handler();
     let known = pipeline::Known {
         map: resolved.as_ref().map(|r| &r.map),
-        laplace: resolved.as_ref().map(|r| &r.laplace),
+        laplace: resolved.as_ref().and_then(|r| r.laplace.as_ref()),
     };
     let (mut outcome, chains) = pipeline::execute_prepared_with_sink(
         cfg,

@@ -22,9 +22,9 @@ use sgmcmc::model::{
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
 use sgmcmc::precondition::{
-    PreconditionedKernel, PreconditionedModel, Preconditioner, PreconditionerShape,
+    DENSE_MAX_DIM, PreconditionedKernel, PreconditionedModel, Preconditioner, PreconditionerShape,
 };
-use sgmcmc::reference::{LaplaceApproximation, laplace_at};
+use sgmcmc::reference::{LaplaceApproximation, diagonal_curvature, laplace_at};
 use sgmcmc::runner::{
     self, Budget, Chain, ChainKernel, Progress, RunError, RunReport, RunSettings, SamplerKernel,
 };
@@ -904,6 +904,32 @@ fn preconditioner_shape(cfg: &Config) -> Option<PreconditionerShape> {
     }
 }
 
+/// The preconditioner of `shape` at the mode: from the Laplace approximation (the `known`
+/// one, or formed: 2D full passes) up to D = [`DENSE_MAX_DIM`] or when dense is asked;
+/// beyond, diagonal from [`diagonal_curvature`] (one pass over the per-datum gradients), with
+/// no Laplace approximation.
+pub fn preconditioner_at(
+    model: &dyn Model,
+    mode: &[f64],
+    shape: PreconditionerShape,
+    known: Option<&LaplaceApproximation>,
+) -> Result<(Preconditioner, Option<LaplaceApproximation>), PipelineError> {
+    let d = model.dim();
+    if shape == PreconditionerShape::Dense || d <= DENSE_MAX_DIM {
+        let laplace = match known {
+            Some(l) if l.mean.len() == d => l.clone(),
+            _ => laplace_at(model, mode)?,
+        };
+        Ok((
+            Preconditioner::from_laplace(&laplace, shape)?,
+            Some(laplace),
+        ))
+    } else {
+        let scales = diagonal_curvature(model, mode)?;
+        Ok((Preconditioner::diagonal(mode, &scales)?, None))
+    }
+}
+
 /// [`execute`], also returning every chain's kept draws (flat `draws × D`).
 fn execute_keeping_draws(
     cfg: &Config,
@@ -920,31 +946,36 @@ fn execute_keeping_draws(
     let map_start = std::time::Instant::now();
     let shape = preconditioner_shape(cfg);
     let laplace_init = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Laplace));
-    let needs_laplace = shape.is_some() || laplace_init;
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
         || cfg.gradient().needs_centre()
-        || needs_laplace;
+        || shape.is_some()
+        || laplace_init;
     let map = match (needs_map, known.map) {
         (false, _) => None,
         (true, Some(m)) if m.theta.len() == dim => Some(m.clone()),
         (true, _) => Some(find_run_map(cfg, model)?),
     };
-    let laplace = match (needs_laplace, known.laplace, &map) {
-        (true, Some(l), _) if l.mean.len() == dim => Some(l.clone()),
-        (true, _, Some(m)) => Some(laplace_at(model, &m.theta)?),
-        _ => None,
+    // The run's preconditioner (with the Laplace approximation it came from, up to
+    // D = DENSE_MAX_DIM), and the map of the Laplace draws that start the chains.
+    let (preconditioner, mut laplace) = match (shape, &map) {
+        (Some(shape), Some(m)) => {
+            let (p, l) = preconditioner_at(model, &m.theta, shape, known.laplace)?;
+            (Some(p), l)
+        }
+        _ => (None, None),
     };
-    // The run's preconditioner, and the map of the Laplace draws that start the chains.
-    let preconditioner = match (shape, &laplace) {
-        (Some(shape), Some(l)) => Some(Preconditioner::from_laplace(l, shape)?),
-        _ => None,
-    };
-    let laplace_map = match (&preconditioner, &laplace, laplace_init) {
+    let laplace_map = match (&preconditioner, &map, laplace_init) {
         (Some(p), _, true) => Some(p.clone()),
-        (None, Some(l), true) => Some(Preconditioner::from_laplace(
-            l,
-            Preconditioner::default_shape(dim),
-        )?),
+        (None, Some(m), true) => {
+            let (p, l) = preconditioner_at(
+                model,
+                &m.theta,
+                Preconditioner::default_shape(dim),
+                known.laplace,
+            )?;
+            laplace = l;
+            Some(p)
+        }
         _ => None,
     };
     // `inits` holds one shared start, one start per chain, or nothing (drawn per chain).

@@ -81,7 +81,7 @@ fn default_path_matches_the_closed_form_on_an_ill_conditioned_posterior() {
         None,
         Known {
             map: Some(&resolved.map),
-            laplace: Some(&resolved.laplace),
+            laplace: resolved.laplace.as_ref(),
         },
         &NoProgress,
         &AtomicBool::new(false),

@@ -1,11 +1,13 @@
 //! The default path: what `sgmcmc run` does with a run file that has no `[sampler]` table.
 //!
 //! 1. The MAP by L-BFGS (as `[run] map_*` say).
-//! 2. The Laplace approximation N(θ̂, Σ̂) there, Σ̂ = (−∇²log π(θ̂))⁻¹ by central differences
-//!    (2D full passes), and the preconditioner θ = θ̂ + Lφ with LLᵀ = Σ̂: the Cholesky factor
-//!    for D ≤ 1,000, the sds beyond (`Preconditioner::default_shape`; a dense L costs O(D²)
-//!    per score, more than a minibatch's gradients at large D). In φ the posterior has roughly
-//!    unit scale in every direction, so one step serves every parameter.
+//! 2. For D ≤ 1,000 the Laplace approximation N(θ̂, Σ̂) there, Σ̂ = (−∇²log π(θ̂))⁻¹ by central
+//!    differences (2D full passes), and the preconditioner θ = θ̂ + Lφ with L the Cholesky
+//!    factor of Σ̂. Beyond, the Hessian costs too much and a dense L costs O(D²) per score, more
+//!    than a minibatch's gradients: L is diagonal, from the empirical Fisher information and
+//!    the prior's curvature (`reference::diagonal_curvature`, one pass). In φ the posterior
+//!    has roughly unit scale in every direction (along the axes only, for a diagonal L), so
+//!    one step serves every parameter.
 //! 3. The gradient: the `[gradient]` table if the file has one; else exact gradients for
 //!    N ≤ 5,000 (a minibatch saves little there); else control variates centred at the MAP
 //!    (Baker et al. 2019) where they pay: their noise variance in φ, V = (N²/n)·max_j
@@ -32,7 +34,7 @@ use sgmcmc::estimator::BatchSize;
 use sgmcmc::model::{DataIndex, Model, Scratch};
 use sgmcmc::optim::MapResult;
 use sgmcmc::precondition::{PreconditionedModel, Preconditioner, PreconditionerShape};
-use sgmcmc::reference::{LaplaceApproximation, laplace_at};
+use sgmcmc::reference::LaplaceApproximation;
 use sgmcmc::runner::Budget;
 use sgmcmc::settings::{EstimatorKind, EstimatorSettings, SamplerSettings};
 use sgmcmc::stein::{ImqKernel, Kernel};
@@ -101,8 +103,9 @@ pub struct Resolved {
     pub config: Config,
     /// The MAP.
     pub map: MapResult,
-    /// The Laplace approximation at the MAP.
-    pub laplace: LaplaceApproximation,
+    /// The Laplace approximation at the MAP (up to D = 1,000; beyond, the preconditioner comes
+    /// from the diagonal curvature instead).
+    pub laplace: Option<LaplaceApproximation>,
     /// The choices and their reasons.
     pub report: DefaultPathReport,
 }
@@ -135,35 +138,36 @@ pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolv
     ));
 
     let started = Instant::now();
-    let laplace = laplace_at(model, &map.theta)?;
     let shape = match cfg.run.preconditioner {
         PreconditionerChoice::Dense => PreconditionerShape::Dense,
         PreconditionerChoice::Diagonal => PreconditionerShape::Diagonal,
         PreconditionerChoice::Auto | PreconditionerChoice::None => Preconditioner::default_shape(d),
     };
     let use_preconditioner = cfg.run.preconditioner != PreconditionerChoice::None;
-    let preconditioner = Preconditioner::from_laplace(
-        &laplace,
-        if use_preconditioner {
-            shape
-        } else {
-            PreconditionerShape::Diagonal
-        },
-    )?;
+    // Without a preconditioner the tuning still runs on φ = θ − θ̂ (unit scales).
+    let (preconditioner, laplace) = if use_preconditioner {
+        super::preconditioner_at(model, &map.theta, shape, None)?
+    } else {
+        (Preconditioner::diagonal(&map.theta, &vec![1.0; d])?, None)
+    };
     let laplace_seconds = started.elapsed().as_secs_f64();
-    let (sd_min, sd_max) = laplace
-        .sd
-        .iter()
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
-            (lo.min(*s), hi.max(*s))
-        });
     choices.push(if use_preconditioner {
+        let scales = match &laplace {
+            Some(l) => format!(
+                "Laplace sds {:.3e} to {:.3e}",
+                l.sd.iter().copied().fold(f64::INFINITY, f64::min),
+                l.sd.iter().copied().fold(0.0, f64::max)
+            ),
+            None => {
+                "scales from the empirical Fisher information and the prior's curvature".to_string()
+            }
+        };
         format!(
-            "preconditioner: the {} Laplace covariance at the MAP ({}; Laplace sds {sd_min:.3e} to \
-             {sd_max:.3e}), {laplace_seconds:.2} s",
-            match shape {
-                PreconditionerShape::Dense => "dense",
-                PreconditionerShape::Diagonal => "diagonal",
+            "preconditioner: {} at the MAP ({}; {scales}), {laplace_seconds:.2} s",
+            match (shape, &laplace) {
+                (PreconditionerShape::Dense, _) => "the dense Laplace covariance",
+                (PreconditionerShape::Diagonal, Some(_)) => "the Laplace sds",
+                (PreconditionerShape::Diagonal, None) => "the diagonal curvature",
             },
             match (cfg.run.preconditioner, shape) {
                 (PreconditionerChoice::Auto, PreconditionerShape::Dense) =>

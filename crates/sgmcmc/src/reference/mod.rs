@@ -10,7 +10,10 @@ mod laplace;
 mod nuts;
 
 pub use crate::moments::{COVARIANCE_MAX_DIM, ReferenceError, ReferenceMoments};
-pub use laplace::{LaplaceApproximation, LaplaceError, hessian_log_posterior, laplace, laplace_at};
+pub use laplace::{
+    LaplaceApproximation, LaplaceError, diagonal_curvature, hessian_log_posterior, laplace,
+    laplace_at,
+};
 #[cfg(feature = "nuts")]
 pub use nuts::{
     LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError, NutsReference, NutsSettings,
