@@ -55,6 +55,9 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
     if let Some(check) = &outcome.bias_check {
         println!("{}", check.describe());
     }
+    if let Some(line) = spread_beside_laplace(outcome) {
+        println!("{line}");
+    }
     let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
     println!(
         "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
@@ -93,6 +96,41 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
             );
         }
     }
+}
+
+/// The draws' sds beside the Laplace approximation's: the range of their ratio, and the
+/// parameters off by more than half (a posterior far from Gaussian there, or a biased sampler).
+fn spread_beside_laplace(outcome: &Outcome) -> Option<String> {
+    let laplace = outcome.laplace_sd.as_ref()?;
+    let ratios: Vec<(f64, &str)> = outcome
+        .parameters
+        .iter()
+        .zip(laplace)
+        .map(|(p, l)| (p.stats.sd / l, p.name.as_str()))
+        .collect();
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), (r, _)| {
+            (lo.min(*r), hi.max(*r))
+        });
+    let off: Vec<&str> = ratios
+        .iter()
+        .filter(|(r, _)| !(2.0 / 3.0..=1.5).contains(r))
+        .map(|(_, name)| *name)
+        .collect();
+    let mut line = format!("spread: sd / Laplace sd from {lo:.3} to {hi:.3}");
+    if off.is_empty() {
+        line += " (every parameter within a factor 1.5)";
+    } else {
+        line += &format!(
+            "; {} parameters off by more than a factor 1.5 ({}{}): the posterior is far from \
+             Gaussian there, or the draws are biased",
+            off.len(),
+            off.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+            if off.len() > 5 { ", ..." } else { "" }
+        );
+    }
+    Some(line)
 }
 
 /// One line judging the diagnostics against the usual thresholds (Vehtari et al. 2021:

@@ -34,8 +34,10 @@
 //!
 //! The verdict: the draws fail when the KSD test gives p < `level` (0.01), or when an identity
 //! is off both significantly (|z| above the Bonferroni bound of `level` over the 2D
-//! identities) and materially (by more than `tolerance`, 0.1: 0.1 sd in location, 10 % in
-//! variance, about 5 % in sd).
+//! identities) and materially (by more than `tolerance`, 0.2: 0.2 sd in location, 20 % in
+//! variance, about 10 % in sd, the accuracy issue 22 asks of a good run). With 0.1, runs whose
+//! sds were within 4 % of NUTS in every parameter were flagged at z ≈ 3.5 along one whitened
+//! direction (the demo's data, BAOAB at h = 1: E[s·φ] = −0.87), below that accuracy.
 
 use crate::diagnostics::{integrated_autocorr_time, mcse_mean};
 use crate::estimator::FullDataEvaluator;
@@ -66,7 +68,7 @@ pub struct BiasCheckSettings {
     pub exact_score_budget: f64,
     /// Points of the control-variate surrogate beyond that budget; 10,000.
     pub surrogate_size: usize,
-    /// How far a Stein identity may be off before it counts (0.1).
+    /// How far a Stein identity may be off before it counts (0.2).
     pub tolerance: f64,
 }
 
@@ -79,7 +81,7 @@ impl Default for BiasCheckSettings {
             level: 0.01,
             exact_score_budget: 2e8,
             surrogate_size: 10_000,
-            tolerance: 0.1,
+            tolerance: 0.2,
         }
     }
 }

@@ -14,15 +14,17 @@
 //!    Var_i[∂ⱼℓᵢ(φ) − ∂ⱼℓᵢ(φ̂)], is measured at four Laplace draws (five full passes), and the
 //!    smallest batch n ∈ {b, 4b, 16b} (b = N/100 within [100, 1,000], n ≤ N/4) whose noise
 //!    raises BAOAB's kinetic temperature by at most 2 % at h = 0.5 (the inflation is about
-//!    h·V/(2γ)) is taken; when none is, exact gradients. Rare features (a9a) make V large
+//!    h·V/(2γ)) is admissible, with 4n (a quarter of the noise, four times the cost) beside it
+//!    for MAMBA to weigh; when none is, exact gradients. Rare features (a9a) make V large
 //!    along their directions, which is where minibatch noise would bias the spread.
 //! 4. The sampler: BAOAB (γ = 1), whose positions are exact on a Gaussian target at any stable
 //!    step, so its bias in φ comes only from the posterior's departure from the Laplace
 //!    approximation and from the gradient noise. Its step h ∈ {1, 0.56, 0.32, 0.18, 0.1}
-//!    (unit scale in φ, so these need no problem-specific range) is chosen by MAMBA (KSD with
+//!    (unit scale in φ, so these need no problem-specific range), with the batch size, is
+//!    chosen by MAMBA (KSD with
 //!    exact scores for N ≤ 100,000, else the control-variate surrogate on 10,000 points;
-//!    η = 3) within 20 % of the run's own gradient evaluations (or of its CPU time, with
-//!    `budget_seconds`).
+//!    η = 3) within 20 % of the run's own gradient evaluations at the cheapest arm's cost (or
+//!    of its CPU time, with `budget_seconds`).
 //! 5. The chains start from independent Laplace draws and run the winner; the resolved run
 //!    file (every choice written out, `[run] preconditioner` and `init = "laplace"` included)
 //!    goes into `summary.json`, so the same run can be repeated or edited.
@@ -191,6 +193,8 @@ pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolv
         estimator: EstimatorKind::Full,
         ..EstimatorSettings::default()
     };
+    // `batches`: the admissible batch sizes MAMBA chooses among (None: the estimator's own).
+    let mut batches: Option<Vec<BatchSize>> = None;
     let gradient = match &cfg.gradient {
         Some(g) => {
             choices.push("gradient: the [gradient] table, as given".into());
@@ -216,11 +220,22 @@ pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolv
                 .find(|&&b| inflation(b) <= NOISE_TOLERANCE)
             {
                 Some(&b) => {
+                    // b and 4b (noise 4x smaller) when 4b fits: MAMBA weighs cost against noise.
+                    let mut grid = vec![BatchSize::Count(b)];
+                    if 4 * b <= n / 4 {
+                        grid.push(BatchSize::Count(4 * b));
+                    }
                     choices.push(format!(
-                        "gradient: control variates centred at the MAP, batch size {b} (N = {n}; \
-                         their noise raises the temperature by {:.2} % at h = {NOISE_STEP})",
+                        "gradient: control variates centred at the MAP (N = {n}): batch size {} for \
+                         MAMBA to choose; their noise raises the temperature by {:.2} % at h = \
+                         {NOISE_STEP} with {b}",
+                        grid.iter()
+                            .map(|g| g.resolve(n).unwrap_or(0).to_string())
+                            .collect::<Vec<_>>()
+                            .join(" or "),
                         100.0 * inflation(b)
                     ));
+                    batches = Some(grid);
                     EstimatorSettings {
                         estimator: EstimatorKind::ControlVariates,
                         batch_size: BatchSize::Count(b),
@@ -241,23 +256,25 @@ pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolv
         }
     };
 
-    // MAMBA over BAOAB's step on the preconditioned model.
+    // MAMBA over BAOAB's step (and the admissible batch sizes) on the preconditioned model.
     let grid = TuneGrid {
         log10_step_size: Some(GridValues::List(LOG10_STEPS.to_vec())),
+        batch_size: batches,
         ..TuneGrid::default()
     };
     let base = SamplerSettings::baoab(1.0, FRICTION);
     let arms = expand_grid(&base, &gradient, &grid)?;
-    let largest_cost = arms
+    // The share is of the cheapest arm's run, so tuning stays within it whichever arm wins.
+    let cheapest_cost = arms
         .iter()
         .map(|a| cost_per_iteration(&a.gradient, n))
-        .max()
+        .min()
         .unwrap_or(n);
     let budget = match settings.budget {
         Budget::Iterations(iterations) => TuneBudget::TotalEvaluations(
             TUNE_SHARE
                 * (settings.chains * (iterations + settings.burn_in)) as f64
-                * largest_cost as f64,
+                * cheapest_cost as f64,
         ),
         Budget::WallClock(t) => TuneBudget::TotalSeconds(
             TUNE_SHARE * t.as_secs_f64() * settings.chains.min(threads.max(1)) as f64,
