@@ -201,7 +201,7 @@ fn resolve(
     println!(
         "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
     );
-    let resolved = pipeline::default_path::resolve(&cfg, model, rayon_threads())?;
+    let resolved = pipeline::default_path::resolve(&cfg, model)?;
     for line in &resolved.report.choices {
         println!("  {line}");
     }

@@ -58,7 +58,7 @@ fn default_path_matches_the_closed_form_on_an_ill_conditioned_posterior() {
     let cfg = Config::from_file(&path).unwrap();
     assert!(default_path::takes_default_path(&cfg));
     let prepared = pipeline::prepare(&cfg).unwrap();
-    let resolved = default_path::resolve(&cfg, prepared.model(), 2).unwrap();
+    let resolved = default_path::resolve(&cfg, prepared.model()).unwrap();
     for line in &resolved.report.choices {
         eprintln!("{line}");
     }
@@ -172,4 +172,24 @@ fn bias_check_flags_the_biased_bike_sharing_run() {
         data.display()
     );
     assert_flagged(&Config::from_toml(&text, "bike.toml").unwrap());
+}
+
+/// With `budget_seconds` (per chain), MAMBA's budget is 20 % of the run's CPU seconds
+/// (chains × budget), and the resolved file keeps the wall-clock budget.
+#[test]
+fn default_path_with_a_wall_clock_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    data(dir.path());
+    let text = MODEL_RUN
+        .replace("iterations = 5000\n", "budget_seconds = 0.5\n")
+        .replace("burn_in = 500\n", "");
+    let path = dir.path().join("run.toml");
+    std::fs::write(&path, text).unwrap();
+    let cfg = Config::from_file(&path).unwrap();
+    let prepared = pipeline::prepare(&cfg).unwrap();
+    let resolved = default_path::resolve(&cfg, prepared.model()).unwrap();
+    assert_eq!(resolved.report.budget_unit, "seconds");
+    assert!((resolved.report.tune_budget - 0.2 * 0.5 * 4.0).abs() < 1e-12);
+    assert_eq!(resolved.config.run.budget_seconds, Some(0.5));
+    assert!(resolved.config.run.iterations.is_none());
 }

@@ -117,9 +117,8 @@ pub fn takes_default_path(cfg: &Config) -> bool {
     cfg.sampler.is_none()
 }
 
-/// Resolve a run file without a `[sampler]` table (see the module docs). `threads` is the
-/// number of cores the run may use (for a wall-clock budget's CPU share).
-pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolved, PipelineError> {
+/// Resolve a run file without a `[sampler]` table (see the module docs).
+pub fn resolve(cfg: &Config, model: &dyn Model) -> Result<Resolved, PipelineError> {
     let (n, d) = (model.num_data(), model.dim());
     let settings = run_settings(cfg)?;
     let mut choices = Vec::new();
@@ -276,9 +275,10 @@ pub fn resolve(cfg: &Config, model: &dyn Model, threads: usize) -> Result<Resolv
                 * (settings.chains * (iterations + settings.burn_in)) as f64
                 * cheapest_cost as f64,
         ),
-        Budget::WallClock(t) => TuneBudget::TotalSeconds(
-            TUNE_SHARE * t.as_secs_f64() * settings.chains.min(threads.max(1)) as f64,
-        ),
+        // budget_seconds is per chain: the run spends chains × t seconds of CPU.
+        Budget::WallClock(t) => {
+            TuneBudget::TotalSeconds(TUNE_SHARE * t.as_secs_f64() * settings.chains as f64)
+        }
         _ => TuneBudget::TotalEvaluations(TUNE_SHARE * 1e9),
     };
     let (budget_value, budget_unit) = match budget {
