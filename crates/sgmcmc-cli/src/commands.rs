@@ -30,10 +30,19 @@ fn install_interrupt_handler() {
 }
 
 /// After the outputs are written: an interrupted run ends with an error exit.
+/// After the outputs are written: a run whose every chain diverged produced nothing to
+/// summarise and ends with an error exit too.
 fn finish(outcome: &Outcome) -> Result<()> {
     if outcome.interrupted {
         anyhow::bail!(
             "interrupted: sampling stopped early; the draws so far and the summary were saved"
+        );
+    }
+    if outcome.chains > 0 && outcome.summarised_chains.is_empty() {
+        anyhow::bail!(
+            "every chain diverged: there are no draws to summarise (the step is too large for \
+             this posterior; try a smaller step, control variates, or the default path: leave out \
+             [sampler])"
         );
     }
     Ok(())
@@ -274,7 +283,7 @@ fn write_figure(
     chains: &[Vec<f64>],
     model: &dyn Model,
 ) -> Result<()> {
-    if outcome.parameters.is_empty() {
+    if outcome.parameters.is_empty() || outcome.summarised_chains.is_empty() {
         return Ok(());
     }
     let kept: Vec<&[f64]> = outcome
@@ -308,8 +317,12 @@ fn write_figure(
         laplace,
     };
     let path = out.join("diagnostics.svg");
-    sgmcmc_experiments::run_figure::write_run_figure(&path, &figure)?;
-    println!("diagnostic figure: {}", path.display());
+    // The figure is a view of outputs already written: if it cannot be drawn (no draws kept),
+    // the run still stands.
+    match sgmcmc_experiments::run_figure::write_run_figure(&path, &figure) {
+        Ok(()) => println!("diagnostic figure: {}", path.display()),
+        Err(e) => println!("diagnostic figure: not drawn ({e})"),
+    }
     Ok(())
 }
 

@@ -259,6 +259,26 @@ fn a_diverging_chain_is_reported_and_the_rest_are_kept() {
     );
 }
 
+/// Every chain diverging: the outputs are still written (the divergences with their last
+/// finite states), and the run exits non-zero with a one-line reason.
+#[test]
+fn every_chain_diverging_exits_non_zero() {
+    let body = "[sampler]\nkind = \"sgld\"\nstep_size = 1e-5\n\n[gradient]\nbatch_size = 20\n\n\
+                [run]\niterations = 300\nchains = 2\ninit = { file = \"init.txt\" }";
+    let dir = setup(
+        "table = \"table.csv\"\ntarget = \"label\"",
+        "kind = \"linear\"\nnoise_variance = \"learn\"",
+        body,
+    );
+    std::fs::write(dir.path().join("init.txt"), "0 0 0 -700\n").unwrap();
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("every chain diverged"), "{stderr}");
+    let summary = read_summary(dir.path());
+    assert_eq!(summary["diverged_chains"], serde_json::json!([0, 1]));
+}
+
 #[test]
 fn demo_prints_its_config_which_parses() {
     let dir = tempfile::tempdir().unwrap();

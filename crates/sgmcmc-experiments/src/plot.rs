@@ -261,7 +261,11 @@ pub fn render_svg(figure: &Figure) -> Result<String, PlotError> {
 
 /// Render `figure` and write it to `path`.
 pub fn write_svg(path: &Path, figure: &Figure) -> Result<(), PlotError> {
-    let svg = render_svg(figure)?;
+    write_document(path, &render_svg(figure)?)
+}
+
+/// Write a rendered SVG document to `path`.
+pub(crate) fn write_document(path: &Path, svg: &str) -> Result<(), PlotError> {
     std::fs::write(path, svg).map_err(|source| PlotError::Io {
         path: path.to_path_buf(),
         source,

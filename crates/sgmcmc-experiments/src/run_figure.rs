@@ -6,7 +6,7 @@
 //! the three whose sd is furthest from the Laplace sd (the first ones when there are six or
 //! fewer).
 
-use crate::plot::{PALETTE, PlotError, draw_err};
+use crate::plot::{PALETTE, PlotError, draw_err, write_document};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -112,11 +112,7 @@ pub fn render_run_figure(fig: &RunFigure) -> Result<String, PlotError> {
 
 /// Render the figure and write it to `path`.
 pub fn write_run_figure(path: &Path, fig: &RunFigure) -> Result<(), PlotError> {
-    let svg = render_run_figure(fig)?;
-    std::fs::write(path, svg).map_err(|source| PlotError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    write_document(path, &render_run_figure(fig)?)
 }
 
 fn column(chain: &[f64], d: usize, j: usize) -> impl Iterator<Item = f64> + '_ {

@@ -30,6 +30,7 @@ run demo examples/demo.toml "$OUT/logistic_1m.nuts.json"   # what `sgmcmc demo` 
 # Must-show 2: hand-set configurations, with the bias check's verdict.
 run bike_sgld_1e-4 "$OUT/configs/bike_sgld_1e-4.toml" ../shared/data/bike-sharing-poisson
 run bike_sgld_cv_1e-4 "$OUT/configs/bike_sgld_cv_1e-4.toml" ../shared/data/bike-sharing-poisson
+run bike_sgld_1e-6 "$OUT/configs/bike_sgld_1e-6.toml" ../shared/data/bike-sharing-poisson
 run a9a_sgld_shipped "$OUT/configs/a9a_sgld_shipped.toml" "$OUT/a9a.nuts.json"
 run a9a_sgld_cv "$OUT/configs/a9a_sgld_cv.toml" "$OUT/a9a.nuts.json"
 grep -h SUMMARY "$OUT"/*.compare.txt
