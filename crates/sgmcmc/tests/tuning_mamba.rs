@@ -32,8 +32,9 @@ use sgmcmc::estimator::{FullBatch, FullDataEvaluator};
 use sgmcmc::model::{
     Bernoulli, DataIndex, GaussianModel, LogisticRegression, Model, NormalPrior, Scratch,
 };
+use sgmcmc::optim::find_map;
 use sgmcmc::optim::lbfgs::LbfgsOptions;
-use sgmcmc::optim::{find_map, laplace_covariance};
+use sgmcmc::reference::laplace_at;
 use sgmcmc::rng::stream;
 use sgmcmc::sampler::{Psgld, PsgldSettings, Sampler, StepSize};
 use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
@@ -785,7 +786,7 @@ fn surrogate_scores_match_the_exact_score() {
 
     // Away from the centre.
     let surrogate = ScoreFunction::control_variates(&model, &map, &s_map, m, &mut stream(1, 4));
-    let cov = laplace_covariance(&model, &map).unwrap();
+    let cov = laplace_at(&model, &map).unwrap().covariance;
     let sd: Vec<f64> = (0..d).map(|j| cov[j * d + j].sqrt()).collect();
     let all: Vec<DataIndex> = (0..n as DataIndex).collect();
     let mut scratch = Scratch::new();

@@ -71,30 +71,3 @@ pub fn find_map(
         converged: r.converged,
     })
 }
-
-/// Covariance of the Laplace approximation N(θ̂, H⁻¹) at the MAP, with H = −∇²log π(θ̂) from
-/// central finite differences of the full-data gradient (2D full passes). Row-major D×D; `None`
-/// if H is not positive definite. A cheap reference for the posterior sd of smooth, unimodal
-/// posteriors.
-pub fn laplace_covariance(model: &dyn Model, map: &[f64]) -> Option<Vec<f64>> {
-    let d = model.dim();
-    let mut eval = FullDataEvaluator::new(model);
-    let mut hess = vec![0.0; d * d];
-    let (mut gp, mut gm) = (vec![0.0; d], vec![0.0; d]);
-    let mut theta = map.to_vec();
-    for j in 0..d {
-        let h = 1e-5 * map[j].abs().max(1e-2);
-        theta[j] = map[j] + h;
-        eval.grad_log_posterior(&theta, &mut gp);
-        theta[j] = map[j] - h;
-        eval.grad_log_posterior(&theta, &mut gm);
-        theta[j] = map[j];
-        for i in 0..d {
-            hess[i * d + j] = -(gp[i] - gm[i]) / (2.0 * h);
-        }
-    }
-    let a = faer::Mat::<f64>::from_fn(d, d, |i, j| 0.5 * (hess[i * d + j] + hess[j * d + i]));
-    let llt = a.llt(faer::Side::Lower).ok()?;
-    let inv = faer::linalg::solvers::DenseSolveCore::inverse(&llt);
-    Some((0..d * d).map(|k| inv[(k / d, k % d)]).collect())
-}

@@ -7,4 +7,4 @@ mod map;
 
 pub use adam::{AdamMapError, AdamMapOptions, find_map_adam};
 
-pub use map::{MapError, MapResult, find_map, laplace_covariance};
+pub use map::{MapError, MapResult, find_map};
