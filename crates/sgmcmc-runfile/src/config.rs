@@ -694,6 +694,21 @@ impl PreconditionerChoice {
     fn is_auto(&self) -> bool {
         *self == PreconditionerChoice::Auto
     }
+
+    /// The shape asked for; `auto` is `auto_shape` (the default path's choice by D, or none
+    /// with a `[sampler]` table).
+    pub fn shape(
+        self,
+        auto_shape: Option<sgmcmc::precondition::PreconditionerShape>,
+    ) -> Option<sgmcmc::precondition::PreconditionerShape> {
+        use sgmcmc::precondition::PreconditionerShape;
+        match self {
+            PreconditionerChoice::Auto => auto_shape,
+            PreconditionerChoice::None => None,
+            PreconditionerChoice::Dense => Some(PreconditionerShape::Dense),
+            PreconditionerChoice::Diagonal => Some(PreconditionerShape::Diagonal),
+        }
+    }
 }
 
 fn default_true() -> bool {

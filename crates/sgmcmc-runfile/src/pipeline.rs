@@ -3,8 +3,8 @@
 //! `demo` commands are thin wrappers around [`execute`].
 
 use crate::config::{
-    Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance,
-    PreconditionerChoice, PriorKind, SamplerTable, SyntheticGenerator,
+    Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance, PriorKind,
+    SamplerTable, SyntheticGenerator,
 };
 use serde::Serialize;
 use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
@@ -894,16 +894,6 @@ pub fn find_run_map(cfg: &Config, model: &dyn Model) -> Result<MapResult, Pipeli
     }
 }
 
-/// The preconditioner shape `[run] preconditioner` asks for (`auto` is none here: the default
-/// path writes its choice into the run file it resolves).
-fn preconditioner_shape(cfg: &Config) -> Option<PreconditionerShape> {
-    match cfg.run.preconditioner {
-        PreconditionerChoice::Auto | PreconditionerChoice::None => None,
-        PreconditionerChoice::Dense => Some(PreconditionerShape::Dense),
-        PreconditionerChoice::Diagonal => Some(PreconditionerShape::Diagonal),
-    }
-}
-
 /// The preconditioner of `shape` at the mode: from the Laplace approximation (the `known`
 /// one, or formed: 2D full passes) up to D = [`DENSE_MAX_DIM`] or when dense is asked;
 /// beyond, diagonal from [`diagonal_curvature`] (one pass over the per-datum gradients), with
@@ -944,7 +934,8 @@ fn execute_keeping_draws(
     let dim = model.dim();
 
     let map_start = std::time::Instant::now();
-    let shape = preconditioner_shape(cfg);
+    // `auto` is none here: the default path writes its choice into the file it resolves.
+    let shape = cfg.run.preconditioner.shape(None);
     let laplace_init = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Laplace));
     let needs_map = matches!(cfg.run.init, InitConfig::Keyword(InitKeyword::Map))
         || cfg.gradient().needs_centre()

@@ -242,7 +242,7 @@ pub fn bias_check(
     if chains.iter().any(|c| c.iter().any(|v| !v.is_finite())) {
         return Err(CheckError::Draws("a draw is not finite".into()));
     }
-    // 1. Thinning by ⌈2τ⌉, then to at most max_draws in all.
+    // τⱼ, for the KSD test's thinning and the identities' error floor.
     let mut column = vec![0.0; len];
     // τⱼ: the largest integrated autocorrelation time of parameter j over the chains.
     let mut tau_j = vec![1.0f64; d];
@@ -264,6 +264,9 @@ pub fn bias_check(
     let total = chains.len() * len;
     let thin_all = total.div_ceil(settings.max_draws.max(2)).max(1);
     let per_chain = len / thin_all;
+    if per_chain < 4 {
+        return Err(CheckError::TooFewDraws(len));
+    }
     let step = ((2.0 * tau).ceil() as usize).div_ceil(thin_all).max(1);
     let thin = step * thin_all;
     let mut draws: Vec<f64> = Vec::with_capacity(chains.len() * per_chain * d);
@@ -278,7 +281,8 @@ pub fn bias_check(
     let map = match preconditioner {
         Some(p) => p,
         None => {
-            let (mean, covariance) = mean_covariance(chains, d, len);
+            let mean = pooled_mean(chains, d);
+            let covariance = pooled_covariance(chains, d, &mean);
             if let Some(j) = (0..d).position(|j| covariance[j * d + j] <= 0.0) {
                 return Err(CheckError::Constant(j));
             }
@@ -310,8 +314,7 @@ pub fn bias_check(
         match centre {
             Some(c) => map.to_phi(c, &mut centre_phi),
             None => {
-                let (mean, _) = mean_covariance(chains, d, 0);
-                map.to_phi(&mean, &mut centre_phi);
+                map.to_phi(&pooled_mean(chains, d), &mut centre_phi);
             }
         }
         let mut centre_score = vec![0.0; d];
@@ -470,29 +473,32 @@ fn stein_identities(
     }
 }
 
-/// Pooled mean and, unless `len` is 0, covariance (divisor n − 1) of the draws.
-fn mean_covariance(chains: &[&[f64]], d: usize, len: usize) -> (Vec<f64>, Vec<f64>) {
-    let rows = || chains.iter().flat_map(|c| c.chunks_exact(d));
-    let n = rows().count() as f64;
+/// Pooled mean of the draws.
+fn pooled_mean(chains: &[&[f64]], d: usize) -> Vec<f64> {
+    let n = chains.iter().map(|c| c.len() / d).sum::<usize>() as f64;
     let mut mean = vec![0.0; d];
-    for row in rows() {
+    for row in chains.iter().flat_map(|c| c.chunks_exact(d)) {
         mean.iter_mut().zip(row).for_each(|(m, x)| *m += x / n);
     }
-    let mut cov = vec![0.0; if len == 0 { 0 } else { d * d }];
-    if len > 0 {
-        for row in rows() {
-            for i in 0..d {
-                let di = (row[i] - mean[i]) / (n - 1.0);
-                for j in 0..=i {
-                    cov[i * d + j] += di * (row[j] - mean[j]);
-                }
-            }
-        }
+    mean
+}
+
+/// Pooled covariance (divisor n − 1) of the draws about `mean`, row-major D × D.
+fn pooled_covariance(chains: &[&[f64]], d: usize, mean: &[f64]) -> Vec<f64> {
+    let n = chains.iter().map(|c| c.len() / d).sum::<usize>() as f64;
+    let mut cov = vec![0.0; d * d];
+    for row in chains.iter().flat_map(|c| c.chunks_exact(d)) {
         for i in 0..d {
-            for j in 0..i {
-                cov[j * d + i] = cov[i * d + j];
+            let di = (row[i] - mean[i]) / (n - 1.0);
+            for j in 0..=i {
+                cov[i * d + j] += di * (row[j] - mean[j]);
             }
         }
     }
-    (mean, cov)
+    for i in 0..d {
+        for j in 0..i {
+            cov[j * d + i] = cov[i * d + j];
+        }
+    }
+    cov
 }

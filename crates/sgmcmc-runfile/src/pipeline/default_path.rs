@@ -139,12 +139,12 @@ pub fn resolve(cfg: &Config, model: &dyn Model) -> Result<Resolved, PipelineErro
     ));
 
     let started = Instant::now();
-    let shape = match cfg.run.preconditioner {
-        PreconditionerChoice::Dense => PreconditionerShape::Dense,
-        PreconditionerChoice::Diagonal => PreconditionerShape::Diagonal,
-        PreconditionerChoice::Auto | PreconditionerChoice::None => Preconditioner::default_shape(d),
-    };
-    let use_preconditioner = cfg.run.preconditioner != PreconditionerChoice::None;
+    let asked = cfg
+        .run
+        .preconditioner
+        .shape(Some(Preconditioner::default_shape(d)));
+    let use_preconditioner = asked.is_some();
+    let shape = asked.unwrap_or(PreconditionerShape::Diagonal);
     // Without a preconditioner the tuning still runs on φ = θ − θ̂ (unit scales).
     let (preconditioner, laplace) = if use_preconditioner {
         super::preconditioner_at(model, &map.theta, shape, None)?

@@ -51,6 +51,14 @@ impl<'m> PreconditionedModel<'m> {
         self.map
     }
 
+    /// `f` at θ = c + Lφ.
+    fn at_theta<R>(&self, phi: &[f64], f: impl FnOnce(&[f64]) -> R) -> R {
+        with_buffers(phi.len(), |theta, _| {
+            self.map.to_theta(phi, theta);
+            f(theta)
+        })
+    }
+
     /// `weight`-free helper: compute a θ-space gradient with `f` into a zeroed buffer and add
     /// Lᵀ of it to `grad`; returns what `f` returns.
     fn pulled_back<R>(
@@ -88,10 +96,7 @@ impl Model for PreconditionedModel<'_> {
     }
 
     fn log_prior(&self, phi: &[f64]) -> f64 {
-        with_buffers(phi.len(), |theta, _| {
-            self.map.to_theta(phi, theta);
-            self.inner.log_prior(theta)
-        })
+        self.at_theta(phi, |theta| self.inner.log_prior(theta))
     }
 
     fn add_grad_log_prior(&self, phi: &[f64], grad: &mut [f64]) {
@@ -107,9 +112,8 @@ impl Model for PreconditionedModel<'_> {
         out: &mut [f64],
         scratch: &mut Scratch,
     ) {
-        with_buffers(phi.len(), |theta, _| {
-            self.map.to_theta(phi, theta);
-            self.inner.log_lik_each(theta, batch, out, scratch);
+        self.at_theta(phi, |theta| {
+            self.inner.log_lik_each(theta, batch, out, scratch)
         });
     }
 
@@ -120,9 +124,8 @@ impl Model for PreconditionedModel<'_> {
         out: &mut [f64],
         scratch: &mut Scratch,
     ) {
-        with_buffers(phi.len(), |theta, _| {
-            self.map.to_theta(phi, theta);
-            self.inner.grad_log_lik_each(theta, batch, out, scratch);
+        self.at_theta(phi, |theta| {
+            self.inner.grad_log_lik_each(theta, batch, out, scratch)
         });
         for row in out.chunks_exact_mut(phi.len()) {
             self.map.pull_back_in_place(row);
