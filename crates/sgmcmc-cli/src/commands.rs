@@ -196,29 +196,25 @@ fn rayon_threads() -> usize {
 }
 
 /// A run file resolved for execution: the file itself, or, without a `[sampler]` table, the
-/// default path's choices (printed as they are made) with the MAP and Laplace approximation
-/// it found.
+/// default path's choices (printed) with the MAP and Laplace approximation it found.
 fn resolve(
     cfg: Config,
     model: &dyn Model,
 ) -> Result<(Config, Option<pipeline::default_path::Resolved>)> {
-    if !pipeline::default_path::takes_default_path(&cfg) {
-        return Ok((cfg, None));
+    if pipeline::default_path::takes_default_path(&cfg) {
+        println!(
+            "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
+        );
     }
-    // Validate the run-level settings before the MAP and the tuning.
-    pipeline::run_settings(&cfg)?;
-    println!(
-        "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
-    );
-    let resolved = pipeline::default_path::resolve(&cfg, model)?;
-    for line in &resolved.report.choices {
+    let (cfg, resolved) = pipeline::default_path::resolve_if_needed(cfg, model)?;
+    for line in resolved.iter().flat_map(|r| &r.report.choices) {
         println!("  {line}");
     }
-    Ok((resolved.config.clone(), Some(resolved)))
+    Ok((cfg, resolved))
 }
 
-/// Run a resolved file on `prepared` (its `[evaluation]` included) into `zarr`; the default
-/// path's report goes into the outcome.
+/// Run a resolved file on `prepared` (its `[evaluation]` included) into `zarr`, with progress
+/// bars and Ctrl-C.
 fn execute_resolved(
     cfg: &Config,
     prepared: &pipeline::Prepared,
@@ -237,24 +233,14 @@ fn execute_resolved(
     };
     let progress = auto_progress(cfg.run.chains, per_chain);
     install_interrupt_handler();
-    let known = pipeline::Known {
-        map: resolved.as_ref().map(|r| &r.map),
-        laplace: resolved.as_ref().and_then(|r| r.laplace.as_ref()),
-    };
-    let (mut outcome, chains) = pipeline::execute_prepared_with_sink(
+    Ok(pipeline::execute_resolved(
         cfg,
         prepared,
+        resolved,
         zarr,
-        None,
-        known,
         progress.as_ref(),
         &STOP,
-    )?;
-    if let Some(r) = resolved {
-        outcome.map_seconds += r.report.map_seconds + r.report.laplace_seconds;
-        outcome.default_path = Some(r.report);
-    }
-    Ok((outcome, chains))
+    )?)
 }
 
 /// `text` broken at spaces into lines of at most `width` characters.

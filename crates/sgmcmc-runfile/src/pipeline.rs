@@ -43,8 +43,8 @@ pub use coreset::{CoresetOutcome, run_coreset_file};
 pub use default_path::DefaultPathReport;
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
-    RunModel, TestReport, TestSplit, has_predictive, prepare, split_dataset, test_rows,
-    thin_pooled,
+    RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, split_dataset,
+    test_rows, thin_pooled,
 };
 pub use tune::{TuneMethod, TuneSession, tune_budget, tune_metric, winner_config};
 
@@ -870,6 +870,31 @@ pub fn execute_prepared_with_sink(
                 error: e.to_string(),
             },
         });
+    }
+    Ok((outcome, chains))
+}
+
+/// Run a file [`default_path::resolve_if_needed`] returned on its [`prepare`]d model (its
+/// `[evaluation]` included), into `zarr` if given: the MAP and Laplace approximation the default
+/// path found are reused, and its report goes into [`Outcome::default_path`].
+pub fn execute_resolved(
+    cfg: &Config,
+    prepared: &Prepared,
+    resolved: Option<default_path::Resolved>,
+    zarr: Option<&Path>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
+    check_run(cfg, prepared.model())?;
+    let known = Known {
+        map: resolved.as_ref().map(|r| &r.map),
+        laplace: resolved.as_ref().and_then(|r| r.laplace.as_ref()),
+    };
+    let (mut outcome, chains) =
+        execute_prepared_with_sink(cfg, prepared, zarr, None, known, progress, stop)?;
+    if let Some(r) = resolved {
+        outcome.map_seconds += r.report.map_seconds + r.report.laplace_seconds;
+        outcome.default_path = Some(r.report);
     }
     Ok((outcome, chains))
 }

@@ -117,6 +117,20 @@ pub fn takes_default_path(cfg: &Config) -> bool {
     cfg.sampler.is_none()
 }
 
+/// `cfg` itself when it has a `[sampler]` table; otherwise its run-level settings are validated
+/// (before the MAP and the tuning) and the default path resolves it ([`resolve`]).
+pub fn resolve_if_needed(
+    cfg: Config,
+    model: &dyn Model,
+) -> Result<(Config, Option<Resolved>), PipelineError> {
+    if !takes_default_path(&cfg) {
+        return Ok((cfg, None));
+    }
+    run_settings(&cfg)?;
+    let resolved = resolve(&cfg, model)?;
+    Ok((resolved.config.clone(), Some(resolved)))
+}
+
 /// Resolve a run file without a `[sampler]` table (see the module docs).
 pub fn resolve(cfg: &Config, model: &dyn Model) -> Result<Resolved, PipelineError> {
     let (n, d) = (model.num_data(), model.dim());

@@ -267,8 +267,22 @@ fn load_test_files(cfg: &DataConfig, columns: usize) -> Result<Dataset, Pipeline
 /// against the model. Without `[evaluation]`: the data and the model, as [`load_data`] and
 /// [`build_model`].
 pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
+    prepare_with(cfg, || load_data(&cfg.data))
+}
+
+/// [`prepare`] on data already in memory (e.g. arrays handed over by the Python package)
+/// instead of the `[data]` table's source; the data are validated as [`load_data`] does.
+pub fn prepare_data(cfg: &Config, data: Dataset) -> Result<Prepared, PipelineError> {
+    sgmcmc::data::validate(&data)?;
+    prepare_with(cfg, move || Ok(data))
+}
+
+fn prepare_with(
+    cfg: &Config,
+    load: impl FnOnce() -> Result<Dataset, PipelineError>,
+) -> Result<Prepared, PipelineError> {
     let Some(ev) = &cfg.evaluation else {
-        let data = load_data(&cfg.data)?;
+        let data = load()?;
         return Ok(Prepared {
             model: RunModel::Plain(build_model(&cfg.model, data)?),
             evaluation: None,
@@ -289,7 +303,7 @@ pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
         }),
         None => None,
     };
-    let data = load_data(&cfg.data)?;
+    let data = load()?;
     let (train, test_data, description) = if let Some(fraction) = ev.test_fraction {
         // Labels are checked on the whole column first, so errors name the row of the file.
         if let Some(ys) = &data.targets {

@@ -254,6 +254,16 @@ pub enum DataError {
         what: &'static str,
     },
 
+    /// `Matrix::from_external` was given a buffer it cannot read as a matrix.
+    #[error("external buffer of shape {rows} x {cols}: {reason}")]
+    ExternalBuffer {
+        /// Requested rows.
+        rows: usize,
+        /// Requested columns.
+        cols: usize,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
     /// `Matrix::from_vec` was given a buffer of the wrong length.
     #[error("matrix of shape {rows} x {cols} needs {} elements but {len} were given", rows.saturating_mul(*cols))]
     ShapeMismatch {

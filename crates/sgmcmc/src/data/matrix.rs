@@ -65,6 +65,15 @@ enum Storage<T> {
         mmap: Mmap,
         offset: usize,
     },
+    /// Memory another owner keeps alive and unchanged (e.g. a NumPy array held by the Python
+    /// package): [`Matrix::from_external`].
+    External(
+        #[expect(
+            dead_code,
+            reason = "keeps the buffer that `Matrix::ptr` points into alive"
+        )]
+        Box<dyn Send + Sync>,
+    ),
 }
 
 /// Row-major matrix whose rows are zero-copy slices; either owned or a memory-mapped .npy file.
@@ -150,6 +159,44 @@ impl<T: Element> Matrix<T> {
         })
     }
 
+    /// Wraps `rows * cols` elements at `ptr` that `owner` keeps alive: zero copy, e.g. for a
+    /// NumPy array handed over by the Python package. Fails on a size mismatch, a null or
+    /// misaligned pointer.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads of `rows * cols` elements of `T`, row-major and contiguous,
+    /// for as long as `owner` lives, and nothing may write to that memory while the matrix
+    /// exists.
+    pub unsafe fn from_external(
+        owner: Box<dyn Send + Sync>,
+        ptr: *const T,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, DataError> {
+        let len = rows.checked_mul(cols).filter(|&n| {
+            n.checked_mul(mem::size_of::<T>())
+                .is_some_and(|b| b <= isize::MAX as usize)
+        });
+        let reason = if len.is_none() {
+            Some("too large")
+        } else if ptr.is_null() {
+            Some("null pointer")
+        } else if !ptr.is_aligned() {
+            Some("not aligned for its element type")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(DataError::ExternalBuffer { rows, cols, reason });
+        }
+        Ok(Matrix {
+            storage: Storage::External(owner),
+            ptr,
+            rows,
+            cols,
+        })
+    }
+
     /// Number of rows.
     #[inline]
     pub fn rows(&self) -> usize {
@@ -215,7 +262,7 @@ impl<T: Element> Matrix<T> {
     /// Byte offset of the data within the mapped file (`None` for an owned matrix).
     pub fn mapped_offset(&self) -> Option<usize> {
         match self.storage {
-            Storage::Owned(_) => None,
+            Storage::Owned(_) | Storage::External(_) => None,
             Storage::Mapped { offset, .. } => Some(offset),
         }
     }
@@ -421,6 +468,26 @@ mod tests {
     fn row_out_of_range_panics() {
         let m = Matrix::from_vec(vec![1.0f64, 2.0], 1, 2).unwrap();
         let _ = m.row(1);
+    }
+
+    #[test]
+    fn external_buffer_is_read_in_place() {
+        let data = vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let ptr = data.as_ptr();
+        // SAFETY: `data` is moved into the owner, which keeps the buffer (unchanged) alive.
+        let m = unsafe { Matrix::from_external(Box::new(data), ptr, 3, 2) }.unwrap();
+        assert_eq!(m.row(2), &[5.0, 6.0]);
+        assert_eq!(m.as_slice().as_ptr(), ptr, "no copy");
+        assert!(!m.is_mapped() && m.mapped_offset().is_none());
+        let bytes = vec![0u8; 64];
+        let odd = bytes.as_ptr().wrapping_add(1).cast::<f64>();
+        // SAFETY: rejected before any read (misaligned).
+        let e = unsafe { Matrix::from_external(Box::new(bytes), odd, 1, 1) }.unwrap_err();
+        assert!(e.to_string().contains("not aligned"), "{e}");
+        // SAFETY: rejected before any read (too large).
+        let e =
+            unsafe { Matrix::<f64>::from_external(Box::new(()), ptr, usize::MAX, 2) }.unwrap_err();
+        assert!(e.to_string().contains("too large"), "{e}");
     }
 
     #[test]

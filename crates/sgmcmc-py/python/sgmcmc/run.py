@@ -1,0 +1,218 @@
+"""``sample``: a run through the same pipeline as ``sgmcmc run``, with a progress bar, Ctrl-C
+that keeps the draws, and the draws as ArviZ ``InferenceData``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import _sgmcmc
+from ._sgmcmc import SgmcmcError
+from .models import BuiltinModel
+from .settings import Gradient, Sampler
+
+
+def _run_table(**settings: Any) -> dict[str, Any]:
+    table = {k: v for k, v in settings.items() if v is not None}
+    init = table.get("init")
+    if isinstance(init, (str, os.PathLike)) and init not in (
+        "map",
+        "prior",
+        "zeros",
+        "laplace",
+    ):
+        table["init"] = {"file": os.path.abspath(os.fspath(init))}
+    return table
+
+
+def sample(
+    model: BuiltinModel,
+    sampler: Sampler | None = None,
+    gradient: Gradient | None = None,
+    *,
+    chains: int | None = None,
+    iterations: int | None = None,
+    budget_seconds: float | None = None,
+    burn_in: int | None = None,
+    thin: int | None = None,
+    seed: int | None = None,
+    init: str | os.PathLike[str] | None = None,
+    preconditioner: str | None = None,
+    bias_check: bool | None = None,
+    out: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    quiet: bool = False,
+) -> Any:
+    """Sample the posterior of ``model``; returns ArviZ ``InferenceData``.
+
+    Without ``sampler`` the default path chooses everything (MAP, Laplace preconditioner, control
+    variates where their noise is small, MAMBA's step) and reports its choices. Every other
+    argument left at ``None`` takes the run file's default (``[run]`` table: seed 0, 4 chains,
+    10,000 iterations, ...). With ``out``, the draws stream to ``out/draws.zarr`` and the summary
+    goes to ``out/summary.json``, as with ``sgmcmc run``. Ctrl-C stops the chains and returns the
+    draws made so far (with a warning).
+    """
+    if not isinstance(model, BuiltinModel):
+        raise TypeError(f"model: expected a model from sgmcmc.models, got {type(model).__name__}")
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
+    if gradient is not None and not isinstance(gradient, Gradient):
+        raise TypeError(
+            f"gradient: expected e.g. sgmcmc.Minibatch(...), got {type(gradient).__name__}"
+        )
+    data_table, x, y = model.data()
+    config: dict[str, Any] = {"data": data_table, "model": model.model_table()}
+    if sampler is not None:
+        config["sampler"] = sampler.table()
+    if gradient is not None:
+        config["gradient"] = gradient.table()
+    config["run"] = _run_table(
+        seed=seed,
+        chains=chains,
+        iterations=iterations,
+        budget_seconds=budget_seconds,
+        burn_in=burn_in,
+        thin=thin,
+        init=init,
+        preconditioner=preconditioner,
+        bias_check=bias_check,
+    )
+    handle = _sgmcmc.start_run(
+        json.dumps(config),
+        x,
+        y,
+        model.feature_names,
+        None if out is None else os.fspath(out),
+    )
+    interrupted = _follow(handle, progress=progress, quiet=quiet)
+    result = handle.result()
+    for line in handle.messages():
+        if not quiet:
+            print(line, file=sys.stderr)
+    summary = json.loads(result["summary"])
+    idata = _inference_data(result["draws"], result["names"], summary)
+    if summary.get("chains", 0) > 0 and not summary.get("summarised_chains"):
+        raise SgmcmcError(
+            "every chain diverged: there are no draws to summarise (the step is too large for "
+            "this posterior; try a smaller step, control variates, or the default path: leave "
+            "out the sampler)"
+        )
+    if summary.get("diverged_chains"):
+        warnings.warn(
+            f"chains {summary['diverged_chains']} diverged; the posterior holds the other chains "
+            "(the run summary's)",
+            stacklevel=2,
+        )
+    if interrupted or summary.get("interrupted"):
+        warnings.warn(
+            "interrupted: sampling stopped early; the draws so far are returned",
+            stacklevel=2,
+        )
+    return idata
+
+
+def _follow(handle: Any, *, progress: bool, quiet: bool) -> bool:
+    """Poll the run until it ends: messages, the progress bar; Ctrl-C sets the stop flag."""
+    bar = None
+    interrupted = False
+    try:
+        while True:
+            try:
+                done = handle.wait(0.1)
+            except KeyboardInterrupt:
+                handle.stop()
+                interrupted = True
+                continue
+            for line in handle.messages():
+                if not quiet:
+                    print(line, file=sys.stderr)
+            chains = handle.progress()
+            if progress and bar is None and any(total > 0 for _, total, _ in chains):
+                from tqdm.auto import tqdm
+
+                bar = tqdm(
+                    total=sum(total for _, total, _ in chains),
+                    desc=f"sampling {len(chains)} chains",
+                    unit="it",
+                    unit_scale=True,
+                )
+            if bar is not None:
+                n = sum(d for d, _, _ in chains)
+                if n != bar.n:
+                    bar.n = n
+                    bar.refresh()
+                if all(finished for _, _, finished in chains):
+                    bar.close()
+                    bar = None
+                    progress = False
+            if done:
+                return interrupted
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _inference_data(draws: list[np.ndarray], names: list[str], summary: dict[str, Any]) -> Any:
+    """The summarised chains (those that did not diverge, each truncated to the shortest, as in
+    the run's own summary) as ``posterior.theta`` with the parameter names as coordinate."""
+    import arviz as az
+
+    kept = summary.get("summarised_chains") or list(range(len(draws)))
+    kept = [c for c in kept if c < len(draws)]
+    dim = len(names)
+    shortest = min((draws[c].shape[0] for c in kept), default=0)
+    theta = np.stack([draws[c][:shortest] for c in kept]) if kept else np.empty((0, 0, dim))
+    attrs = {
+        "inference_library": "sgmcmc",
+        "inference_library_version": _sgmcmc.__version__,
+        "sgmcmc_summary": json.dumps(summary),
+    }
+    idata = az.from_dict(
+        posterior={"theta": theta},
+        coords={"chain": np.asarray(kept, dtype=np.int64), "theta_dim_0": list(names)},
+        dims={"theta": ["theta_dim_0"]},
+    )
+    idata.posterior.attrs.update(attrs)
+    return idata
+
+
+def run_summary(idata: Any) -> dict[str, Any]:
+    """The run's own summary (``summary.json``'s content) of ``InferenceData`` from ``sample``."""
+    text = idata.posterior.attrs.get("sgmcmc_summary")
+    if text is None:
+        raise ValueError("this InferenceData did not come from sgmcmc.sample")
+    return dict(json.loads(text))
+
+
+def load(path: str | os.PathLike[str]) -> Any:
+    """Draws written by ``sgmcmc run`` or ``sample(..., out=...)`` (the output directory or its
+    ``draws.zarr``) as ``InferenceData``; a ``summary.json`` beside them goes into the attrs."""
+    import arviz as az
+
+    path = os.fspath(path)
+    store = (
+        os.path.join(path, "draws.zarr")
+        if os.path.isdir(os.path.join(path, "draws.zarr"))
+        else path
+    )
+    stored = _sgmcmc.read_store(store)
+    summary_path = os.path.join(os.path.dirname(os.path.abspath(store)), "summary.json")
+    attrs: dict[str, Any] = {"inference_library": "sgmcmc"}
+    if os.path.isfile(summary_path):
+        with open(summary_path) as f:
+            attrs["sgmcmc_summary"] = f.read()
+    chains = stored["draws"]
+    shortest = min((c.shape[0] for c in chains), default=0)
+    theta = np.stack([c[:shortest] for c in chains]) if chains else np.empty((0, 0, 0))
+    idata = az.from_dict(
+        posterior={"theta": theta},
+        coords={"theta_dim_0": list(stored["names"])},
+        dims={"theta": ["theta_dim_0"]},
+    )
+    idata.posterior.attrs.update(attrs)
+    return idata

@@ -1,0 +1,302 @@
+//! A run on a thread of its own: the run file's pipeline (`prepare` → the default path if there
+//! is no sampler → `execute_resolved` → `summary_json`), polled from Python for progress and
+//! messages, stopped through the runner's stop flag, and joined for its draws.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sgmcmc::runner::{ChainReport, Progress};
+use sgmcmc_runfile::config::Config;
+use sgmcmc_runfile::pipeline::{self, default_path};
+
+use crate::SgmcmcError;
+
+/// Iterations done per chain, read by the Python side's progress bar.
+struct Counters {
+    done: Vec<AtomicUsize>,
+    /// Each chain's iterations if its budget is a count (0: not known).
+    total: Vec<AtomicUsize>,
+    finished: Vec<AtomicBool>,
+}
+
+impl Counters {
+    fn new(chains: usize) -> Self {
+        Self {
+            done: (0..chains).map(|_| AtomicUsize::new(0)).collect(),
+            total: (0..chains).map(|_| AtomicUsize::new(0)).collect(),
+            finished: (0..chains).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+}
+
+impl Progress for Counters {
+    fn chain_started(&self, chain: usize, total: Option<usize>) {
+        if let Some(t) = self.total.get(chain) {
+            t.store(total.unwrap_or(0), Ordering::Relaxed);
+        }
+    }
+    fn advanced(&self, chain: usize, iterations: usize) {
+        if let Some(d) = self.done.get(chain) {
+            d.store(iterations, Ordering::Relaxed);
+        }
+    }
+    fn chain_finished(&self, chain: usize, report: &ChainReport) {
+        if let Some(d) = self.done.get(chain) {
+            d.store(report.iterations, Ordering::Relaxed);
+        }
+        if let Some(f) = self.finished.get(chain) {
+            f.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a finished run hands back.
+struct Output {
+    /// Per chain, its kept draws row-major (draws × D).
+    draws: Vec<Vec<f64>>,
+    dim: usize,
+    names: Vec<String>,
+    /// `summary.json`'s content.
+    summary: String,
+}
+
+enum State {
+    Running,
+    Done(Result<Output, String>),
+    Taken,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    progress: Counters,
+    messages: Mutex<Vec<String>>,
+    state: Mutex<State>,
+    finished: Condvar,
+}
+
+impl Shared {
+    fn say(&self, line: impl Into<String>) {
+        self.messages
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(line.into());
+    }
+}
+
+/// A run in progress (`sgmcmc._sgmcmc.start_run`).
+#[pyclass(module = "sgmcmc._sgmcmc")]
+pub struct RunHandle {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    chains: usize,
+}
+
+/// Start the run whose run-file tables are `config_json` (the TOML file's tables as JSON). With
+/// `features`, the data are these arrays (the `[data]` table is then ignored); with `out`, the
+/// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
+/// run`. Errors in the settings are raised here; the rest when the run is joined.
+#[pyfunction]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None))]
+pub fn start_run(
+    config_json: &str,
+    features: Option<&Bound<'_, PyAny>>,
+    targets: Option<&Bound<'_, PyAny>>,
+    feature_names: Option<Vec<String>>,
+    out: Option<PathBuf>,
+) -> PyResult<RunHandle> {
+    let cfg: Config = serde_json::from_str(config_json)
+        .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
+    pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
+    let data = match features {
+        Some(x) => Some(crate::data::dataset(
+            x,
+            targets,
+            feature_names.unwrap_or_default(),
+        )?),
+        None => None,
+    };
+    let chains = cfg.run.chains;
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        progress: Counters::new(chains),
+        messages: Mutex::new(Vec::new()),
+        state: Mutex::new(State::Running),
+        finished: Condvar::new(),
+    });
+    let worker = Arc::clone(&shared);
+    let thread = std::thread::Builder::new()
+        .name("sgmcmc-run".into())
+        .spawn(move || {
+            let result = execute(cfg, data, out, &worker);
+            *worker.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(result);
+            worker.finished.notify_all();
+        })
+        .map_err(|e| SgmcmcError::new_err(format!("cannot start the run's thread: {e}")))?;
+    Ok(RunHandle {
+        shared,
+        thread: Mutex::new(Some(thread)),
+        chains,
+    })
+}
+
+fn execute(
+    cfg: Config,
+    data: Option<sgmcmc::data::Dataset>,
+    out: Option<PathBuf>,
+    shared: &Shared,
+) -> Result<Output, String> {
+    let text = |e: pipeline::PipelineError| e.to_string();
+    let prepared = match data {
+        Some(ds) => pipeline::prepare_data(&cfg, ds),
+        None => pipeline::prepare(&cfg),
+    }
+    .map_err(text)?;
+    let model = prepared.model();
+    if default_path::takes_default_path(&cfg) {
+        shared.say(
+            "default path (no sampler given): MAP, Laplace preconditioner, gradient, then MAMBA's step",
+        );
+    }
+    let (cfg, resolved) = default_path::resolve_if_needed(cfg, model).map_err(text)?;
+    for line in resolved.iter().flat_map(|r| &r.report.choices) {
+        shared.say(format!("  {line}"));
+    }
+    let zarr = match &out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+            Some(dir.join("draws.zarr"))
+        }
+        None => None,
+    };
+    let (outcome, draws) = pipeline::execute_resolved(
+        &cfg,
+        &prepared,
+        resolved,
+        zarr.as_deref(),
+        &shared.progress,
+        &shared.stop,
+    )
+    .map_err(text)?;
+    if let Some(check) = &outcome.bias_check {
+        shared.say(check.describe());
+    }
+    let summary = pipeline::summary_json(&outcome, &cfg, model);
+    if let Some(dir) = &out {
+        pipeline::write_summary(dir, &summary).map_err(text)?;
+    }
+    Ok(Output {
+        draws,
+        dim: model.dim(),
+        names: model.parameter_names(),
+        summary: summary.to_string(),
+    })
+}
+
+#[pymethods]
+impl RunHandle {
+    /// Wait up to `timeout` seconds (GIL released) for the run to end; whether it has.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> bool {
+        let timeout = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        let shared = Arc::clone(&self.shared);
+        py.detach(move || {
+            let state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+            let (state, _) = shared
+                .finished
+                .wait_timeout_while(state, timeout, |s| matches!(s, State::Running))
+                .unwrap_or_else(|e| e.into_inner());
+            !matches!(*state, State::Running)
+        })
+    }
+
+    /// Per chain: iterations done, iterations in all (0 if the budget is not a count), finished.
+    fn progress(&self) -> Vec<(usize, usize, bool)> {
+        let p = &self.shared.progress;
+        (0..self.chains)
+            .map(|c| {
+                (
+                    p.done[c].load(Ordering::Relaxed),
+                    p.total[c].load(Ordering::Relaxed),
+                    p.finished[c].load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+
+    /// Lines the run has to say since the last call (the default path's choices, the bias check).
+    fn messages(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .shared
+                .messages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    /// Ask every chain to stop at its next iteration; the draws so far are kept.
+    fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Wait for the end of the run and return `{"draws": [array (draws, D) per chain], "names":
+    /// [...], "summary": "<summary.json>"}`; raises `SgmcmcError` if the run failed.
+    fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        while !self.wait(py, 0.2) {
+            py.check_signals()?;
+        }
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            t.join()
+                .map_err(|_| SgmcmcError::new_err("the run's thread panicked"))?;
+        }
+        let state = std::mem::replace(
+            &mut *self.shared.state.lock().unwrap_or_else(|e| e.into_inner()),
+            State::Taken,
+        );
+        let output = match state {
+            State::Done(Ok(o)) => o,
+            State::Done(Err(e)) => return Err(SgmcmcError::new_err(e)),
+            State::Taken => return Err(SgmcmcError::new_err("the run's result was already taken")),
+            State::Running => unreachable!("waited for the end of the run"),
+        };
+        let dict = PyDict::new(py);
+        let mut chains = Vec::with_capacity(output.draws.len());
+        for d in output.draws {
+            let rows = d.len() / output.dim.max(1);
+            chains.push(PyArray1::from_vec(py, d).reshape([rows, output.dim])?);
+        }
+        dict.set_item("draws", chains)?;
+        dict.set_item("names", output.names)?;
+        dict.set_item("summary", output.summary)?;
+        Ok(dict)
+    }
+}
+
+/// The draws of a Zarr store written by `sgmcmc run` (or `sample(..., out=...)`):
+/// `{"draws": [array (draws, D) per chain], "names": [...]}`.
+#[pyfunction]
+#[pyo3(signature = (path, variable="theta"))]
+pub fn read_store<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    variable: &str,
+) -> PyResult<Bound<'py, PyDict>> {
+    let stored = py
+        .detach(|| sgmcmc::io::read_draws(&path, variable))
+        .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
+    let dict = PyDict::new(py);
+    let mut chains = Vec::with_capacity(stored.chains.len());
+    for d in stored.chains {
+        let rows = d.len() / stored.dim.max(1);
+        chains.push(PyArray1::from_vec(py, d).reshape([rows, stored.dim])?);
+    }
+    dict.set_item("draws", chains)?;
+    dict.set_item("names", stored.parameter_names)?;
+    Ok(dict)
+}
