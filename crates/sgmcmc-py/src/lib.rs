@@ -6,6 +6,7 @@
 //! released, and gives back the draws and `summary.json`'s content. The Python side polls the
 //! run for progress and turns Ctrl-C into the runner's stop flag.
 
+mod callback;
 mod data;
 mod run;
 

@@ -16,9 +16,12 @@ use sgmcmc_runfile::config::Config;
 use sgmcmc_runfile::pipeline::{self, default_path};
 
 use crate::SgmcmcError;
+use crate::callback::{Batcher, CallbackModel, CallbackShared};
 
 /// Iterations done per chain, read by the Python side's progress bar.
 struct Counters {
+    /// A user model's batcher, told which chain runs on which thread.
+    batcher: Option<Arc<Batcher>>,
     done: Vec<AtomicUsize>,
     /// Each chain's iterations if its budget is a count (0: not known).
     total: Vec<AtomicUsize>,
@@ -26,8 +29,9 @@ struct Counters {
 }
 
 impl Counters {
-    fn new(chains: usize) -> Self {
+    fn new(chains: usize, batcher: Option<Arc<Batcher>>) -> Self {
         Self {
+            batcher,
             done: (0..chains).map(|_| AtomicUsize::new(0)).collect(),
             total: (0..chains).map(|_| AtomicUsize::new(0)).collect(),
             finished: (0..chains).map(|_| AtomicBool::new(false)).collect(),
@@ -37,6 +41,9 @@ impl Counters {
 
 impl Progress for Counters {
     fn chain_started(&self, chain: usize, total: Option<usize>) {
+        if let Some(b) = &self.batcher {
+            b.enter(chain);
+        }
         if let Some(t) = self.total.get(chain) {
             t.store(total.unwrap_or(0), Ordering::Relaxed);
         }
@@ -53,6 +60,9 @@ impl Progress for Counters {
         if let Some(f) = self.finished.get(chain) {
             f.store(true, Ordering::Relaxed);
         }
+        if let Some(b) = &self.batcher {
+            b.leave(chain);
+        }
     }
 }
 
@@ -66,14 +76,20 @@ struct Output {
     summary: String,
 }
 
+/// Why a run failed: a message, or the error a user model's callback raised.
+enum Failure {
+    Message(String),
+    Callback(PyErr),
+}
+
 enum State {
     Running,
-    Done(Result<Output, String>),
+    Done(Result<Output, Failure>),
     Taken,
 }
 
 struct Shared {
-    stop: AtomicBool,
+    stop: Arc<AtomicBool>,
     progress: Counters,
     messages: Mutex<Vec<String>>,
     state: Mutex<State>,
@@ -98,33 +114,58 @@ pub struct RunHandle {
 }
 
 /// Start the run whose run-file tables are `config_json` (the TOML file's tables as JSON). With
-/// `features`, the data are these arrays (the `[data]` table is then ignored); with `out`, the
+/// `features`, the data are these arrays (the `[data]` table is then ignored); with `model`, a
+/// user's model in Python (`[model] kind = "external"`; see `callback.rs`); with `out`, the
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None))]
 pub fn start_run(
     config_json: &str,
     features: Option<&Bound<'_, PyAny>>,
     targets: Option<&Bound<'_, PyAny>>,
     feature_names: Option<Vec<String>>,
     out: Option<PathBuf>,
+    model: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<RunHandle> {
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
-    let data = match features {
-        Some(x) => Some(crate::data::dataset(
+    let chains = cfg.run.chains;
+    let stop = Arc::new(AtomicBool::new(false));
+    let source = match (features, model) {
+        (Some(x), None) => Source::Arrays(crate::data::dataset(
             x,
             targets,
             feature_names.unwrap_or_default(),
         )?),
-        None => None,
+        (None, Some(object)) => {
+            let batcher = Arc::new(Batcher::new(chains));
+            let callbacks = Arc::new(CallbackShared {
+                error: Mutex::new(None),
+                stop: Arc::clone(&stop),
+            });
+            let model = CallbackModel::new(object, Arc::clone(&batcher), Arc::clone(&callbacks))?;
+            Source::User {
+                model,
+                batcher,
+                callbacks,
+            }
+        }
+        (None, None) => Source::RunFile,
+        (Some(_), Some(_)) => {
+            return Err(SgmcmcError::new_err(
+                "give either data arrays (a built-in model) or a user model, not both",
+            ));
+        }
     };
-    let chains = cfg.run.chains;
+    let batcher = match &source {
+        Source::User { batcher, .. } => Some(Arc::clone(batcher)),
+        _ => None,
+    };
     let shared = Arc::new(Shared {
-        stop: AtomicBool::new(false),
-        progress: Counters::new(chains),
+        stop,
+        progress: Counters::new(chains, batcher),
         messages: Mutex::new(Vec::new()),
         state: Mutex::new(State::Running),
         finished: Condvar::new(),
@@ -133,7 +174,7 @@ pub fn start_run(
     let thread = std::thread::Builder::new()
         .name("sgmcmc-run".into())
         .spawn(move || {
-            let result = execute(cfg, data, out, &worker);
+            let result = run_source(cfg, source, out, &worker);
             *worker.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(result);
             worker.finished.notify_all();
         })
@@ -145,18 +186,71 @@ pub fn start_run(
     })
 }
 
-fn execute(
+/// Where the model comes from.
+enum Source {
+    /// The run file's `[data]` and `[model]` tables.
+    RunFile,
+    /// Arrays handed over for the `[model]` table.
+    Arrays(sgmcmc::data::Dataset),
+    /// A user's model in Python.
+    User {
+        model: CallbackModel,
+        batcher: Arc<Batcher>,
+        callbacks: Arc<CallbackShared>,
+    },
+}
+
+fn run_source(
     cfg: Config,
-    data: Option<sgmcmc::data::Dataset>,
+    source: Source,
     out: Option<PathBuf>,
     shared: &Shared,
-) -> Result<Output, String> {
-    let text = |e: pipeline::PipelineError| e.to_string();
-    let prepared = match data {
-        Some(ds) => pipeline::prepare_data(&cfg, ds),
-        None => pipeline::prepare(&cfg),
+) -> Result<Output, Failure> {
+    match source {
+        Source::RunFile => {
+            let prepared = pipeline::prepare(&cfg);
+            execute(cfg, prepared, out, shared)
+        }
+        Source::Arrays(ds) => {
+            let prepared = pipeline::prepare_data(&cfg, ds);
+            execute(cfg, prepared, out, shared)
+        }
+        Source::User {
+            model, callbacks, ..
+        } => {
+            // Every chain on a thread of its own, so that one Python call serves them all.
+            let threads = cfg
+                .run
+                .chains
+                .max(std::thread::available_parallelism().map_or(1, usize::from));
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("sgmcmc-chain-{i}"))
+                .build()
+                .map_err(|e| Failure::Message(format!("cannot start the chains' threads: {e}")))?;
+            let prepared = pipeline::prepare_model(&cfg, Box::new(model));
+            let result = pool.install(|| execute(cfg, prepared, out, shared));
+            let error = callbacks
+                .error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match error {
+                Some(e) => Err(Failure::Callback(e)),
+                None => result,
+            }
+        }
     }
-    .map_err(text)?;
+}
+
+fn execute(
+    cfg: Config,
+    prepared: Result<pipeline::Prepared, pipeline::PipelineError>,
+    out: Option<PathBuf>,
+    shared: &Shared,
+) -> Result<Output, Failure> {
+    let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
+    let prepared = prepared.map_err(text)?;
     let model = prepared.model();
     if default_path::takes_default_path(&cfg) {
         shared.say(
@@ -169,8 +263,12 @@ fn execute(
     }
     let zarr = match &out {
         Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create output directory {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Failure::Message(format!(
+                    "cannot create output directory {}: {e}",
+                    dir.display()
+                ))
+            })?;
             Some(dir.join("draws.zarr"))
         }
         None => None,
@@ -261,7 +359,15 @@ impl RunHandle {
         );
         let output = match state {
             State::Done(Ok(o)) => o,
-            State::Done(Err(e)) => return Err(SgmcmcError::new_err(e)),
+            State::Done(Err(Failure::Message(e))) => return Err(SgmcmcError::new_err(e)),
+            State::Done(Err(Failure::Callback(e))) => {
+                // The user's own exception, traceback kept, with a note on where it came from.
+                let _ = e.value(py).call_method1(
+                    "add_note",
+                    ("raised by the model's callback while sampling (sgmcmc)",),
+                );
+                return Err(e);
+            }
             State::Taken => return Err(SgmcmcError::new_err("the run's result was already taken")),
             State::Running => unreachable!("waited for the end of the run"),
         };

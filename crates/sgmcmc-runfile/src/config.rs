@@ -134,6 +134,9 @@ fn default_data_seed() -> u64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ModelConfig {
+    /// A model the caller supplies instead of the run file (the Python package's user models,
+    /// a Rust program's own `Model`): `pipeline::prepare_model` takes it; `build_model` cannot.
+    External {},
     /// Logistic regression, labels 0/1 (or −1/+1).
     Logistic {
         /// Prior variance σ² of θ ~ N(0, σ²I) (the normal prior).

@@ -43,8 +43,8 @@ pub use coreset::{CoresetOutcome, run_coreset_file};
 pub use default_path::DefaultPathReport;
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
-    RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, split_dataset,
-    test_rows, thin_pooled,
+    RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, prepare_model,
+    split_dataset, test_rows, thin_pooled,
 };
 pub use tune::{TuneMethod, TuneSession, tune_budget, tune_metric, winner_config};
 
@@ -305,8 +305,17 @@ pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, P
             *scale,
             NormalPrior::new(*prior_variance)?,
         )?),
+        ModelConfig::External {} => return Err(external_model()),
         _ => build_predictive_model(cfg, data)?,
     })
+}
+
+fn external_model() -> PipelineError {
+    PipelineError::RunFile(
+        "[model] kind = \"external\" is a model the caller supplies (the Python package, the Rust \
+         API: pipeline::prepare_model); a run file cannot build it"
+            .into(),
+    )
 }
 
 /// The Gaussian location model of a `kind = "gaussian"` table (Σ = I unless given); an error
@@ -410,6 +419,7 @@ pub fn build_predictive_model(
                 what: "a predictive distribution for held-out rows",
             }));
         }
+        ModelConfig::External {} => return Err(external_model()),
     })
 }
 

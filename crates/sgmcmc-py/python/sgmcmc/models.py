@@ -128,3 +128,194 @@ def Poisson(
         {"prior_variance": prior_variance, "intercept": intercept, "link": link},
         feature_names,
     )
+
+
+Data = Any
+"""A data set for a user model: an array with one row per data point, or a tuple/dict of such
+arrays (all with the same number of rows)."""
+
+
+def _num_rows(data: Data) -> int:
+    leaves = (
+        list(data.values())
+        if isinstance(data, dict)
+        else (list(data) if isinstance(data, (tuple, list)) else [data])
+    )
+    if not leaves:
+        raise ValueError("data: no arrays")
+    rows = {int(np.shape(a)[0]) if np.ndim(a) > 0 else -1 for a in leaves}
+    if len(rows) != 1 or -1 in rows:
+        raise ValueError(
+            f"data: the arrays must share their first dimension, got rows {sorted(rows)}"
+        )
+    return rows.pop()
+
+
+def _take(data: Data, idx: np.ndarray) -> Data:
+    if isinstance(data, dict):
+        return {k: v[idx] for k, v in data.items()}
+    if isinstance(data, (tuple, list)):
+        return type(data)(a[idx] for a in data)
+    return data[idx]
+
+
+class UserModel:
+    """A model defined in Python, evaluated by callbacks that serve several chains per call.
+
+    Subclass it, or build one with :func:`from_jax` or :func:`from_numpy`. The sampler calls
+    (θ has shape [K, d], one row per chain; ``idx`` [K, b] are data indices chosen by the Rust
+    core from the chains' seeded streams):
+
+    - ``log_prior(theta) -> (values[K], grads[K, d])``
+    - ``loglik_sum(theta, idx) -> (values[K], grads[K, d])``: Σ over each row's b points of
+      log p(x_i | θ) and its gradient,
+    - ``loglik_each(theta, idx) -> values[K, b]``, ``grad_each(theta, idx) -> grads[K, b, d]``:
+      the per-datum terms (control variates' noise for CCAdL, minibatch MH, ...).
+
+    Results are float64 NumPy arrays. The data stay on the Python side.
+    """
+
+    def __init__(self, dim: int, num_data: int, names: list[str] | None = None) -> None:
+        self.dim = int(dim)
+        self.num_data = int(num_data)
+        self.names = names
+
+    def log_prior(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def loglik_sum(self, theta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def loglik_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def grad_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _NumpyModel(UserModel):
+    def __init__(
+        self,
+        loglik: Any,
+        grad_loglik: Any,
+        logprior: Any,
+        grad_logprior: Any,
+        data: Data,
+        dim: int,
+        names: list[str] | None,
+    ) -> None:
+        super().__init__(dim, _num_rows(data), names)
+        self._f, self._g, self._p, self._gp, self._data = (
+            loglik,
+            grad_loglik,
+            logprior,
+            grad_logprior,
+            data,
+        )
+
+    def log_prior(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values = np.array([float(self._p(t)) for t in theta])
+        grads = np.stack([np.asarray(self._gp(t), dtype=np.float64) for t in theta])
+        return values, grads
+
+    def loglik_sum(self, theta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values = np.empty(theta.shape[0])
+        grads = np.empty_like(theta)
+        for k, (t, i) in enumerate(zip(theta, idx, strict=True)):
+            batch = _take(self._data, i)
+            values[k] = np.sum(self._f(t, batch))
+            grads[k] = np.sum(np.asarray(self._g(t, batch), dtype=np.float64), axis=0)
+        return values, grads
+
+    def loglik_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.stack(
+            [
+                np.asarray(self._f(t, _take(self._data, i)), dtype=np.float64)
+                for t, i in zip(theta, idx, strict=True)
+            ]
+        )
+
+    def grad_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.stack(
+            [
+                np.asarray(self._g(t, _take(self._data, i)), dtype=np.float64)
+                for t, i in zip(theta, idx, strict=True)
+            ]
+        )
+
+
+def from_numpy(
+    loglik: Any,
+    grad_loglik: Any,
+    logprior: Any,
+    grad_logprior: Any,
+    data: Data,
+    dim: int,
+    names: list[str] | None = None,
+) -> UserModel:
+    """A user model from NumPy functions vectorised over a batch of data points:
+    ``loglik(theta[d], batch) -> [b]``, ``grad_loglik(theta[d], batch) -> [b, d]``,
+    ``logprior(theta[d]) -> float``, ``grad_logprior(theta[d]) -> [d]``; ``batch`` is ``data``
+    indexed by the batch's rows."""
+    return _NumpyModel(loglik, grad_loglik, logprior, grad_logprior, data, dim, names)
+
+
+class _JaxModel(UserModel):
+    def __init__(
+        self, loglik: Any, logprior: Any, data: Data, dim: int, names: list[str] | None
+    ) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        super().__init__(dim, _num_rows(data), names)
+        data = jax.tree_util.tree_map(jnp.asarray, data)
+
+        def batch_of(idx: Any) -> Any:
+            return jax.tree_util.tree_map(lambda a: a[idx], data)
+
+        def each(theta: Any, idx: Any) -> Any:
+            return jax.vmap(loglik, in_axes=(None, 0))(theta, batch_of(idx))
+
+        def total(theta: Any, idx: Any) -> Any:
+            return jnp.sum(each(theta, idx))
+
+        def grads(theta: Any, idx: Any) -> Any:
+            return jax.vmap(jax.grad(loglik), in_axes=(None, 0))(theta, batch_of(idx))
+
+        self._prior = jax.jit(jax.vmap(jax.value_and_grad(logprior)))
+        self._sum = jax.jit(jax.vmap(jax.value_and_grad(total)))
+        self._each = jax.jit(jax.vmap(each))
+        self._grads = jax.jit(jax.vmap(grads))
+
+    def log_prior(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v, g = self._prior(theta)
+        return np.asarray(v, dtype=np.float64), np.asarray(g, dtype=np.float64)
+
+    def loglik_sum(self, theta: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v, g = self._sum(theta, idx)
+        return np.asarray(v, dtype=np.float64), np.asarray(g, dtype=np.float64)
+
+    def loglik_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(self._each(theta, idx), dtype=np.float64)
+
+    def grad_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(self._grads(theta, idx), dtype=np.float64)
+
+
+def from_jax(
+    loglik: Any,
+    logprior: Any,
+    data: Data,
+    dim: int,
+    names: list[str] | None = None,
+    x64: bool = True,
+) -> UserModel:
+    """A user model from a per-datum JAX function ``loglik(theta, x_i)`` and ``logprior(theta)``
+    over ``data`` (an array or a pytree of arrays with one row per data point): vmap, grad and
+    jit are done here, and the data stay on the JAX device. ``x64=True`` turns on JAX's float64
+    (``jax_enable_x64``), as the samplers work in float64."""
+    if x64:
+        import jax
+
+        jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
+    return _JaxModel(loglik, logprior, data, dim, names)

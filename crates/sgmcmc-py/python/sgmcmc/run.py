@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _sgmcmc
 from ._sgmcmc import SgmcmcError
-from .models import BuiltinModel
+from .models import BuiltinModel, UserModel
 from .settings import Gradient, Sampler
 
 
@@ -31,7 +31,7 @@ def _run_table(**settings: Any) -> dict[str, Any]:
 
 
 def sample(
-    model: BuiltinModel,
+    model: BuiltinModel | UserModel,
     sampler: Sampler | None = None,
     gradient: Gradient | None = None,
     *,
@@ -57,16 +57,27 @@ def sample(
     goes to ``out/summary.json``, as with ``sgmcmc run``. Ctrl-C stops the chains and returns the
     draws made so far (with a warning).
     """
-    if not isinstance(model, BuiltinModel):
-        raise TypeError(f"model: expected a model from sgmcmc.models, got {type(model).__name__}")
+    if not isinstance(model, (BuiltinModel, UserModel)):
+        raise TypeError(
+            "model: expected a model from sgmcmc.models (a built-in one, from_jax, from_numpy or "
+            f"a UserModel), got {type(model).__name__}"
+        )
     if sampler is not None and not isinstance(sampler, Sampler):
         raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
     if gradient is not None and not isinstance(gradient, Gradient):
         raise TypeError(
             f"gradient: expected e.g. sgmcmc.Minibatch(...), got {type(gradient).__name__}"
         )
-    data_table, x, y = model.data()
-    config: dict[str, Any] = {"data": data_table, "model": model.model_table()}
+    x = y = None
+    user = None
+    names = None
+    if isinstance(model, UserModel):
+        config: dict[str, Any] = {"data": {}, "model": {"kind": "external"}}
+        user = model
+    else:
+        data_table, x, y = model.data()
+        config = {"data": data_table, "model": model.model_table()}
+        names = model.feature_names
     if sampler is not None:
         config["sampler"] = sampler.table()
     if gradient is not None:
@@ -86,8 +97,9 @@ def sample(
         json.dumps(config),
         x,
         y,
-        model.feature_names,
+        names,
         None if out is None else os.fspath(out),
+        user,
     )
     interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = handle.result()

@@ -101,6 +101,7 @@ pub fn has_predictive(cfg: &ModelConfig) -> bool {
         ModelConfig::Gaussian { .. }
             | ModelConfig::BradleyTerry { .. }
             | ModelConfig::SparseRegression { .. }
+            | ModelConfig::External {}
     )
 }
 
@@ -189,6 +190,7 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::SparseRegression { .. } => "sparse_regression",
         ModelConfig::Pmf { .. } => "pmf",
         ModelConfig::Bnn { .. } => "bnn",
+        ModelConfig::External {} => "external",
     }
 }
 
@@ -268,6 +270,20 @@ fn load_test_files(cfg: &DataConfig, columns: usize) -> Result<Dataset, Pipeline
 /// [`build_model`].
 pub fn prepare(cfg: &Config) -> Result<Prepared, PipelineError> {
     prepare_with(cfg, || load_data(&cfg.data))
+}
+
+/// A run of a model the caller built (`kind = "external"`, e.g. a Python user's model): no data
+/// to load; `[evaluation]` needs a built-in model's predictive distribution and is refused.
+pub fn prepare_model(cfg: &Config, model: Box<dyn Model>) -> Result<Prepared, PipelineError> {
+    if cfg.evaluation.is_some() {
+        return Err(other(
+            "[evaluation] needs a built-in model; a caller-supplied model has none".into(),
+        ));
+    }
+    Ok(Prepared {
+        model: RunModel::Plain(model),
+        evaluation: None,
+    })
 }
 
 /// [`prepare`] on data already in memory (e.g. arrays handed over by the Python package)

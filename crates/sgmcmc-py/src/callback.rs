@@ -1,0 +1,542 @@
+//! A user's model in Python as a core `Model`: four vectorised callbacks, with the calls of
+//! several chains served by one Python call.
+//!
+//! The Python object has `dim`, `num_data`, `names` and the methods
+//! - `log_prior(theta[K, d]) -> (values[K], grads[K, d])`,
+//! - `loglik_sum(theta[K, d], idx[K, b]) -> (values[K], grads[K, d])`: Σ over each row's b points,
+//! - `loglik_each(theta[K, d], idx[K, b]) -> values[K, b]`,
+//! - `grad_each(theta[K, d], idx[K, b]) -> grads[K, b, d]`.
+//!
+//! Rust chooses the indices (the chains' own streams), so seeds, control variates and SVRG
+//! behave as with a built-in model. A chain's calls go through the [`Batcher`]: each chain has
+//! a row of a [K, ...] call, filled when every live chain is waiting (or after [`GATHER_WAIT`],
+//! so a chain busy elsewhere never blocks the others); rows of absent chains repeat a present
+//! row, so every call of a kind has the same shape and a chain's results do not depend on which
+//! other chains were in its call. Calls from outside a chain (the MAP search, full-data passes)
+//! go to Python alone, as K = 1. A callback that raises, or returns the wrong shape or
+//! non-finite values, is recorded (the first error wins), the run's stop flag is set, and the
+//! caller's outputs are filled with NaN, so the chain stops as diverged; the run then raises
+//! the recorded error.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use sgmcmc::model::{DataIndex, Model, Scratch};
+
+use crate::SgmcmcError;
+
+/// How long a chain's request waits for the other live chains before its call goes ahead
+/// without them.
+const GATHER_WAIT: Duration = Duration::from_millis(2);
+
+/// Which callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Prior,
+    LikSum,
+    LikEach,
+    GradEach,
+}
+
+impl Kind {
+    fn method(self) -> &'static str {
+        match self {
+            Kind::Prior => "log_prior",
+            Kind::LikSum => "loglik_sum",
+            Kind::LikEach => "loglik_each",
+            Kind::GradEach => "grad_each",
+        }
+    }
+}
+
+thread_local! {
+    /// The chains running on this thread, innermost last (a chain's thread may run another
+    /// chain's task while it waits inside a parallel full pass).
+    static CHAIN: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What the callbacks share with the run: the first error and the stop flag.
+pub struct CallbackShared {
+    /// The first callback error.
+    pub error: Mutex<Option<PyErr>>,
+    /// The run's stop flag.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl CallbackShared {
+    fn fail(&self, err: PyErr) {
+        let mut slot = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(err);
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[derive(Default)]
+enum SlotState {
+    #[default]
+    Idle,
+    Pending,
+    InFlight,
+    Done(bool),
+}
+
+#[derive(Default)]
+struct Slot {
+    state: SlotState,
+    kind: Option<Kind>,
+    theta: Vec<f64>,
+    batch: Vec<i64>,
+    /// The result row (values and/or gradients, by kind).
+    out: Vec<f64>,
+}
+
+struct Gather {
+    slots: Vec<Slot>,
+    live: usize,
+    pending: usize,
+    first_pending: Option<Instant>,
+}
+
+/// Gathers the chains' requests into calls of shape [K, ...].
+pub struct Batcher {
+    chains: usize,
+    gather: Mutex<Gather>,
+    ready: Condvar,
+}
+
+impl Batcher {
+    /// A batcher for `chains` chains.
+    pub fn new(chains: usize) -> Self {
+        Self {
+            chains,
+            gather: Mutex::new(Gather {
+                slots: (0..chains).map(|_| Slot::default()).collect(),
+                live: 0,
+                pending: 0,
+                first_pending: None,
+            }),
+            ready: Condvar::new(),
+        }
+    }
+
+    /// Chain `c` starts on this thread.
+    pub fn enter(&self, c: usize) {
+        CHAIN.with(|s| s.borrow_mut().push(c));
+        self.gather.lock().unwrap_or_else(|e| e.into_inner()).live += 1;
+    }
+
+    /// Chain `c` ended on this thread.
+    pub fn leave(&self, c: usize) {
+        CHAIN.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(pos) = s.iter().rposition(|&x| x == c) {
+                s.remove(pos);
+            }
+        });
+        let mut g = self.gather.lock().unwrap_or_else(|e| e.into_inner());
+        g.live = g.live.saturating_sub(1);
+        drop(g);
+        self.ready.notify_all();
+    }
+}
+
+/// The user's model.
+pub struct CallbackModel {
+    object: Py<PyAny>,
+    dim: usize,
+    num_data: usize,
+    names: Vec<String>,
+    batcher: Arc<Batcher>,
+    shared: Arc<CallbackShared>,
+}
+
+impl CallbackModel {
+    /// The model of the Python object `object` (attributes `dim`, `num_data`, `names`).
+    pub fn new(
+        object: &Bound<'_, PyAny>,
+        batcher: Arc<Batcher>,
+        shared: Arc<CallbackShared>,
+    ) -> PyResult<Self> {
+        let dim: usize = object.getattr("dim")?.extract()?;
+        let num_data: usize = object.getattr("num_data")?.extract()?;
+        if dim == 0 || num_data == 0 {
+            return Err(SgmcmcError::new_err(format!(
+                "model: dim = {dim} and num_data = {num_data}; both must be at least 1"
+            )));
+        }
+        if num_data > u32::MAX as usize {
+            return Err(SgmcmcError::new_err(format!(
+                "model: num_data = {num_data} is more than the {} points a model can index",
+                u32::MAX
+            )));
+        }
+        let names: Option<Vec<String>> = object.getattr("names")?.extract()?;
+        let names = names.unwrap_or_else(|| (0..dim).map(|j| j.to_string()).collect());
+        if names.len() != dim {
+            return Err(SgmcmcError::new_err(format!(
+                "model: {} names for dim = {dim} parameters",
+                names.len()
+            )));
+        }
+        for method in [Kind::Prior, Kind::LikSum, Kind::LikEach, Kind::GradEach] {
+            if !object.hasattr(method.method())? {
+                return Err(SgmcmcError::new_err(format!(
+                    "model: no method `{}`",
+                    method.method()
+                )));
+            }
+        }
+        Ok(Self {
+            object: object.clone().unbind(),
+            dim,
+            num_data,
+            names,
+            batcher,
+            shared,
+        })
+    }
+
+    /// Length of one row's result.
+    fn row_len(&self, kind: Kind, b: usize) -> usize {
+        match kind {
+            Kind::Prior | Kind::LikSum => 1 + self.dim,
+            Kind::LikEach => b,
+            Kind::GradEach => b * self.dim,
+        }
+    }
+
+    /// The callback `kind` at θ (and `batch`), its row written to `out` (length `row_len`);
+    /// false (and NaN in `out`) if it failed.
+    fn call(&self, kind: Kind, theta: &[f64], batch: &[DataIndex], out: &mut [f64]) -> bool {
+        if self.shared.stop.load(Ordering::Relaxed) && self.has_failed() {
+            out.fill(f64::NAN);
+            return false;
+        }
+        let chain = CHAIN.with(|s| s.borrow().last().copied());
+        let ok = match chain {
+            Some(c) if c < self.batcher.chains => self.call_batched(c, kind, theta, batch, out),
+            _ => {
+                let idx: Vec<i64> = batch.iter().map(|&i| i64::from(i)).collect();
+                let rows = vec![Some(Row {
+                    theta,
+                    batch: &idx,
+                    out: &mut *out,
+                })];
+                self.python_call_rows(kind, batch.len(), rows)
+            }
+        };
+        if !ok {
+            out.fill(f64::NAN);
+        }
+        ok
+    }
+
+    fn has_failed(&self) -> bool {
+        self.shared
+            .error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    fn call_batched(
+        &self,
+        c: usize,
+        kind: Kind,
+        theta: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+    ) -> bool {
+        let b = &*self.batcher;
+        let mut g = b.gather.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let slot = &mut g.slots[c];
+            slot.kind = Some(kind);
+            slot.theta.clear();
+            slot.theta.extend_from_slice(theta);
+            slot.batch.clear();
+            slot.batch.extend(batch.iter().map(|&i| i64::from(i)));
+            slot.state = SlotState::Pending;
+        }
+        g.pending += 1;
+        g.first_pending.get_or_insert_with(Instant::now);
+        loop {
+            if let SlotState::Done(ok) = g.slots[c].state {
+                out.copy_from_slice(&g.slots[c].out[..out.len()]);
+                g.slots[c].state = SlotState::Idle;
+                return ok;
+            }
+            let waited = g.first_pending.map_or(Duration::ZERO, |t| t.elapsed());
+            if g.pending > 0 && (g.pending >= g.live || waited >= GATHER_WAIT) {
+                g = self.lead(g);
+                continue;
+            }
+            let wait = GATHER_WAIT
+                .saturating_sub(waited)
+                .max(Duration::from_micros(50));
+            g = b
+                .ready
+                .wait_timeout(g, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Take every pending request, call Python once per (kind, batch size), hand the rows back.
+    fn lead<'g>(
+        &'g self,
+        mut g: std::sync::MutexGuard<'g, Gather>,
+    ) -> std::sync::MutexGuard<'g, Gather> {
+        let b = &*self.batcher;
+        let mut taken: Vec<Slot> = Vec::new();
+        let mut owners = Vec::new();
+        for (c, slot) in g.slots.iter_mut().enumerate() {
+            if matches!(slot.state, SlotState::Pending) {
+                slot.state = SlotState::InFlight;
+                owners.push(c);
+                taken.push(std::mem::take(slot));
+            }
+        }
+        g.pending = 0;
+        g.first_pending = None;
+        drop(g);
+        // Group by (kind, batch size); each group is one call of K rows.
+        let mut done = vec![false; taken.len()];
+        let mut i = 0;
+        while i < taken.len() {
+            if done[i] {
+                i += 1;
+                continue;
+            }
+            let kind = taken[i].kind.expect("a pending slot has a kind");
+            let n = taken[i].batch.len();
+            let members: Vec<usize> = (i..taken.len())
+                .filter(|&j| !done[j] && taken[j].kind == Some(kind) && taken[j].batch.len() == n)
+                .collect();
+            let len = self.row_len(kind, n);
+            let mut outs: Vec<Vec<f64>> = members.iter().map(|_| vec![0.0; len]).collect();
+            let ok = {
+                let mut rows: Vec<Option<Row<'_>>> = (0..b.chains).map(|_| None).collect();
+                for (m, out) in members.iter().zip(outs.iter_mut()) {
+                    rows[owners[*m]] = Some(Row {
+                        theta: &taken[*m].theta,
+                        batch: &taken[*m].batch,
+                        out,
+                    });
+                }
+                self.python_call_rows(kind, n, rows)
+            };
+            for (m, out) in members.iter().zip(outs) {
+                taken[*m].out = out;
+                taken[*m].state = SlotState::Done(ok);
+                done[*m] = true;
+            }
+            i += 1;
+        }
+        let mut g = b.gather.lock().unwrap_or_else(|e| e.into_inner());
+        for (c, slot) in owners.into_iter().zip(taken) {
+            g.slots[c] = slot;
+        }
+        b.ready.notify_all();
+        g
+    }
+
+    /// One call with the chains' rows at their own positions; absent rows repeat a present one.
+    fn python_call_rows(&self, kind: Kind, b: usize, rows: Vec<Option<Row<'_>>>) -> bool {
+        let Some(fill) = rows.iter().position(Option::is_some) else {
+            return true;
+        };
+        let k = rows.len();
+        let (d, len) = (self.dim, self.row_len(kind, b));
+        let mut theta = Vec::with_capacity(k * d);
+        let mut idx = Vec::with_capacity(k * b);
+        for r in &rows {
+            let r = r
+                .as_ref()
+                .or(rows[fill].as_ref())
+                .expect("fill row is present");
+            theta.extend_from_slice(r.theta);
+            idx.extend_from_slice(r.batch);
+        }
+        let mut result = vec![0.0; k * len];
+        if !self.invoke(kind, k, b, &theta, &idx, &mut result) {
+            return false;
+        }
+        for (c, r) in rows.into_iter().enumerate() {
+            if let Some(r) = r {
+                r.out.copy_from_slice(&result[c * len..(c + 1) * len]);
+            }
+        }
+        true
+    }
+
+    /// The Python call itself: inputs θ[k, d] and idx[k, b], the rows' results into `result`
+    /// (k × row_len); errors are recorded.
+    fn invoke(
+        &self,
+        kind: Kind,
+        k: usize,
+        b: usize,
+        theta: &[f64],
+        idx: &[i64],
+        result: &mut [f64],
+    ) -> bool {
+        let d = self.dim;
+        let outcome = Python::attach(|py| -> PyResult<()> {
+            let th = PyArray1::from_slice(py, theta).reshape([k, d])?;
+            let object = self.object.bind(py);
+            let value = if kind == Kind::Prior {
+                object.call_method1(kind.method(), (th,))?
+            } else {
+                let ix = PyArray1::from_slice(py, idx).reshape([k, b])?;
+                object.call_method1(kind.method(), (th, ix))?
+            };
+            let len = self.row_len(kind, b);
+            match kind {
+                Kind::Prior | Kind::LikSum => {
+                    let (values, grads): (Bound<'_, PyAny>, Bound<'_, PyAny>) =
+                        value.extract().map_err(|_| {
+                            SgmcmcError::new_err(format!(
+                                "model.{}: expected a pair (values[K], grads[K, d]), got {}",
+                                kind.method(),
+                                type_name(&value)
+                            ))
+                        })?;
+                    let values = array(kind, "values", &values, &[k])?;
+                    let grads = array(kind, "grads", &grads, &[k, d])?;
+                    for c in 0..k {
+                        result[c * len] = values[c];
+                        result[c * len + 1..(c + 1) * len]
+                            .copy_from_slice(&grads[c * d..(c + 1) * d]);
+                    }
+                }
+                Kind::LikEach => result.copy_from_slice(&array(kind, "values", &value, &[k, b])?),
+                Kind::GradEach => {
+                    result.copy_from_slice(&array(kind, "grads", &value, &[k, b, d])?)
+                }
+            }
+            if let Some(pos) = result.iter().position(|v| !v.is_finite()) {
+                let row = pos / len;
+                let at: Vec<String> = theta[row * d..(row + 1) * d]
+                    .iter()
+                    .take(8)
+                    .map(|v| format!("{v:.4e}"))
+                    .collect();
+                return Err(SgmcmcError::new_err(format!(
+                    "model.{} returned {} at θ = [{}{}]",
+                    kind.method(),
+                    result[pos],
+                    at.join(", "),
+                    if d > 8 { ", ..." } else { "" }
+                )));
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                self.shared.fail(e);
+                false
+            }
+        }
+    }
+}
+
+/// One chain's part of a call.
+struct Row<'a> {
+    theta: &'a [f64],
+    batch: &'a [i64],
+    out: &'a mut [f64],
+}
+
+fn type_name(x: &Bound<'_, PyAny>) -> String {
+    x.get_type()
+        .name()
+        .map_or_else(|_| "an object".into(), |n| n.to_string())
+}
+
+/// A callback's returned array as f64 values of exactly `shape`.
+fn array(kind: Kind, what: &str, x: &Bound<'_, PyAny>, shape: &[usize]) -> PyResult<Vec<f64>> {
+    let bad = |got: String| {
+        SgmcmcError::new_err(format!(
+            "model.{}: {what} must be a float64 array of shape {shape:?}, got {got}",
+            kind.method()
+        ))
+    };
+    let a = x.cast::<PyArrayDyn<f64>>().map_err(|_| bad(type_name(x)))?;
+    if a.shape() != shape {
+        return Err(bad(format!("shape {:?}", a.shape())));
+    }
+    Ok(match a.to_vec() {
+        Ok(v) => v,
+        Err(_) => a.to_owned_array().iter().copied().collect(),
+    })
+}
+
+impl Model for CallbackModel {
+    fn name(&self) -> &'static str {
+        "python"
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn num_data(&self) -> usize {
+        self.num_data
+    }
+    fn parameter_names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+    fn log_prior(&self, theta: &[f64]) -> f64 {
+        let mut out = vec![0.0; 1 + self.dim];
+        self.call(Kind::Prior, theta, &[], &mut out);
+        out[0]
+    }
+    fn add_grad_log_prior(&self, theta: &[f64], grad: &mut [f64]) {
+        let mut out = vec![0.0; 1 + self.dim];
+        self.call(Kind::Prior, theta, &[], &mut out);
+        grad.iter_mut().zip(&out[1..]).for_each(|(g, v)| *g += v);
+    }
+    fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _: &mut Scratch) {
+        self.call(Kind::LikEach, theta, batch, out);
+    }
+    fn grad_log_lik_each(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+        _: &mut Scratch,
+    ) {
+        self.call(Kind::GradEach, theta, batch, out);
+    }
+    fn add_grad_log_lik(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        self.log_lik_and_add_grad(theta, batch, weight, grad, scratch);
+    }
+    fn log_lik_and_add_grad(
+        &self,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> f64 {
+        let out = scratch.get(1 + self.dim);
+        self.call(Kind::LikSum, theta, batch, out);
+        grad.iter_mut()
+            .zip(&out[1..])
+            .for_each(|(g, v)| *g += weight * v);
+        out[0]
+    }
+}
