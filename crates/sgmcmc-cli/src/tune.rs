@@ -10,7 +10,7 @@ use sgmcmc::model::Model;
 use sgmcmc::tuning::{ArmRound, GridPoint, TuneMetricSettings};
 use sgmcmc_experiments::plot::{self, Figure, Panel, Series, SeriesStyle};
 use sgmcmc_runfile::config::Config;
-use sgmcmc_runfile::pipeline::{self, TuneMethod, TuneSession};
+use sgmcmc_runfile::pipeline::{self, TuneMethod, TuneSession, Tuned};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
@@ -64,20 +64,28 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
             )
         }
     );
-    let (winner, winner_draws, report) = match TuneMethod::from(method) {
-        TuneMethod::Mamba => {
-            let settings = session.mamba_settings()?;
-            let mut csv = String::from(CSV_HEADER);
-            let mut per_arm_budgets = Vec::new();
-            let mut on_round = |records: &[ArmRound], budget: f64| {
-                print_round(records, budget, settings.budget.unit());
-                per_arm_budgets.push(budget);
-                for (i, r) in records.iter().enumerate() {
-                    csv_row(&mut csv, i + 1, r);
-                }
-            };
-            let (arms, outcome) = session.mamba(&settings, &mut on_round)?;
-            std::fs::write(out.join("rounds.csv"), csv)?;
+    let unit = match method {
+        MethodArg::Mamba => session.mamba_settings()?.budget.unit(),
+        _ => "",
+    };
+    let mut csv = String::from(CSV_HEADER);
+    let mut per_arm_budgets = Vec::new();
+    let mut on_round = |records: &[ArmRound], budget: f64| {
+        print_round(records, budget, unit);
+        per_arm_budgets.push(budget);
+        for (i, r) in records.iter().enumerate() {
+            csv_row(&mut csv, i + 1, r);
+        }
+    };
+    let tuned = session.tune(TuneMethod::from(method), &mut on_round)?;
+    let wall = started.elapsed().as_secs_f64();
+    match &tuned {
+        Tuned::Mamba {
+            arms,
+            settings,
+            outcome,
+        } => {
+            std::fs::write(out.join("rounds.csv"), &csv)?;
             if let Some(path) = plot {
                 let metric = match settings.metric {
                     TuneMetricSettings::Ksd(_) => "KSD",
@@ -93,7 +101,6 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                 plot::write_svg(path, &figure)?;
                 println!("rounds plot: {}", path.display());
             }
-            let wall = started.elapsed().as_secs_f64();
             let nominal = outcome.total_budget;
             println!(
                 "\nMAMBA: {} arms, η = {}, K = {}, T = {:.4} {}; winner arm {} ({}) with metric {:.6e}",
@@ -117,21 +124,12 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
             if outcome.budget_unit == "s" {
                 println!("wall clock / nominal budget T = {:.3}", wall / nominal);
             }
-            let report = serde_json::json!({
-                "method": "mamba",
-                "outcome": outcome,
-                "winner_settings": arms[outcome.winner],
-                "map_seconds": session.map_seconds,
-                "tune_wall_seconds": wall,
-            });
-            (
-                arms[outcome.winner].clone(),
-                Some(outcome.winner_draws),
-                report,
-            )
         }
-        TuneMethod::GridSearch => {
-            let (arms, selection, outcome) = session.grid_search()?;
+        Tuned::GridSearch {
+            arms,
+            selection,
+            outcome,
+        } => {
             print_grid(&outcome.points, &format!("{selection:?}"));
             let mut csv = String::from(GRID_CSV_HEADER);
             for (i, p) in outcome.points.iter().enumerate() {
@@ -150,30 +148,12 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                 arms[outcome.winner].label(),
                 outcome.wall_seconds
             );
-            let report = serde_json::json!({
-                "method": "grid_search",
-                "selection": selection,
-                "outcome": outcome,
-                "winner_settings": arms[outcome.winner],
-                "map_seconds": session.map_seconds,
-                "tune_wall_seconds": started.elapsed().as_secs_f64(),
-            });
-            (
-                arms[outcome.winner].clone(),
-                Some(outcome.winner_draws),
-                report,
-            )
         }
-        TuneMethod::Heuristic => {
-            let arm = session.heuristic()?;
-            println!("1/N heuristic: {}", arm.label());
-            let report = serde_json::json!({
-                "method": "heuristic",
-                "winner_settings": arm,
-            });
-            (arm, None, report)
-        }
-    };
+        Tuned::Heuristic { arm } => println!("1/N heuristic: {}", arm.label()),
+    }
+    let report = tuned.report(session.map_seconds, wall);
+    let winner = tuned.winner().clone();
+    let winner_draws = tuned.winner_draws();
     let winner_path = out.join("winner.toml");
     let winner_cfg = session.winner_config(&winner);
     let text = format!(
@@ -193,7 +173,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
     println!("winner config: {}", winner_path.display());
     if let Some(draws) = winner_draws {
         let path = out.join("winner_draws.zarr");
-        write_draws(&path, model, &draws)?;
+        write_draws(&path, model, draws)?;
         println!(
             "winner draws: {} ({} draws)",
             path.display(),

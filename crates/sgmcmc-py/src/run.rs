@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sgmcmc::runner::{ChainReport, Progress};
@@ -67,13 +67,44 @@ impl Progress for Counters {
 }
 
 /// What a finished run hands back.
-struct Output {
-    /// Per chain, its kept draws row-major (draws × D).
-    draws: Vec<Vec<f64>>,
-    dim: usize,
-    names: Vec<String>,
-    /// `summary.json`'s content.
-    summary: String,
+enum Output {
+    /// A sampling run.
+    Draws {
+        /// Per chain, its kept draws row-major (draws × D).
+        draws: Vec<Vec<f64>>,
+        dim: usize,
+        names: Vec<String>,
+        /// `summary.json`'s content.
+        summary: String,
+    },
+    /// A Stein discrepancy report (JSON).
+    Report(String),
+    /// A tuning run.
+    Tuned {
+        /// `tune.json`'s content.
+        report: String,
+        /// The winner's run file (JSON).
+        winner_config: String,
+        /// The winner's draws over its rounds (flat draws × D), if the method keeps any.
+        winner_draws: Option<Vec<f64>>,
+        dim: usize,
+        names: Vec<String>,
+    },
+}
+
+/// What to do with the model.
+#[derive(Debug, Clone)]
+enum Job {
+    Sample,
+    Tune(pipeline::TuneMethod),
+    /// The KSD (and FSSD-opt) of given draws: per chain, flat draws × D.
+    Stein {
+        chains: Vec<Vec<f64>>,
+        /// Columns of every chain's draws.
+        cols: usize,
+        thin: usize,
+        fssd: bool,
+    },
 }
 
 /// Why a run failed: a message, or the error a user model's callback raised.
@@ -119,7 +150,8 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
     features: Option<&Bound<'_, PyAny>>,
@@ -127,7 +159,44 @@ pub fn start_run(
     feature_names: Option<Vec<String>>,
     out: Option<PathBuf>,
     model: Option<&Bound<'_, PyAny>>,
+    job: &str,
+    draws: Option<Vec<numpy::PyReadonlyArray2<'_, f64>>>,
+    thin: usize,
+    fssd: bool,
 ) -> PyResult<RunHandle> {
+    let job = match job {
+        "sample" => Job::Sample,
+        "stein" => {
+            let draws = draws.unwrap_or_default();
+            let cols = draws.first().map_or(0, |a| a.shape()[1]);
+            if draws.iter().any(|a| a.shape()[1] != cols) {
+                return Err(SgmcmcError::new_err(
+                    "draws: the chains have different numbers of parameters",
+                ));
+            }
+            let chains: Vec<Vec<f64>> = draws
+                .iter()
+                .map(|a| a.as_array().iter().copied().collect())
+                .collect();
+            if thin == 0 {
+                return Err(SgmcmcError::new_err("thin must be at least 1"));
+            }
+            Job::Stein {
+                chains,
+                cols,
+                thin,
+                fssd,
+            }
+        }
+        "mamba" => Job::Tune(pipeline::TuneMethod::Mamba),
+        "grid_search" => Job::Tune(pipeline::TuneMethod::GridSearch),
+        "heuristic" => Job::Tune(pipeline::TuneMethod::Heuristic),
+        other => {
+            return Err(SgmcmcError::new_err(format!(
+                "method: \"{other}\" is not one of \"mamba\", \"grid_search\", \"heuristic\""
+            )));
+        }
+    };
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
@@ -174,7 +243,7 @@ pub fn start_run(
     let thread = std::thread::Builder::new()
         .name("sgmcmc-run".into())
         .spawn(move || {
-            let result = run_source(cfg, source, out, &worker);
+            let result = run_source(cfg, source, job, out, &worker);
             *worker.state.lock().unwrap_or_else(|e| e.into_inner()) = State::Done(result);
             worker.finished.notify_all();
         })
@@ -203,17 +272,18 @@ enum Source {
 fn run_source(
     cfg: Config,
     source: Source,
+    job: Job,
     out: Option<PathBuf>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     match source {
         Source::RunFile => {
             let prepared = pipeline::prepare(&cfg);
-            execute(cfg, prepared, out, shared)
+            execute(cfg, prepared, job, out, shared)
         }
         Source::Arrays(ds) => {
             let prepared = pipeline::prepare_data(&cfg, ds);
-            execute(cfg, prepared, out, shared)
+            execute(cfg, prepared, job, out, shared)
         }
         Source::User {
             model, callbacks, ..
@@ -229,7 +299,7 @@ fn run_source(
                 .build()
                 .map_err(|e| Failure::Message(format!("cannot start the chains' threads: {e}")))?;
             let prepared = pipeline::prepare_model(&cfg, Box::new(model));
-            let result = pool.install(|| execute(cfg, prepared, out, shared));
+            let result = pool.install(|| execute(cfg, prepared, job, out, shared));
             let error = callbacks
                 .error
                 .lock()
@@ -246,11 +316,31 @@ fn run_source(
 fn execute(
     cfg: Config,
     prepared: Result<pipeline::Prepared, pipeline::PipelineError>,
+    job: Job,
     out: Option<PathBuf>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
     let prepared = prepared.map_err(text)?;
+    match job {
+        Job::Tune(method) => return tune(&cfg, &prepared, method, shared),
+        Job::Stein {
+            chains,
+            cols,
+            thin,
+            fssd,
+        } => {
+            let dim = prepared.model().dim();
+            if cols != dim {
+                return Err(Failure::Message(format!(
+                    "draws: {cols} parameters, but the model has {dim} ({})",
+                    prepared.model().parameter_names().join(", ")
+                )));
+            }
+            return stein(&prepared, &chains, thin, fssd);
+        }
+        Job::Sample => {}
+    }
     let model = prepared.model();
     if default_path::takes_default_path(&cfg) {
         shared.say(
@@ -289,11 +379,83 @@ fn execute(
     if let Some(dir) = &out {
         pipeline::write_summary(dir, &summary).map_err(text)?;
     }
-    Ok(Output {
+    Ok(Output::Draws {
         draws,
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
+    })
+}
+
+/// The KSD (IMQ) and optionally FSSD-opt of `chains` (each thinned by `thin`) with full-batch
+/// scores, as `sgmcmc ksd` computes them.
+fn stein(
+    prepared: &pipeline::Prepared,
+    chains: &[Vec<f64>],
+    thin: usize,
+    fssd: bool,
+) -> Result<Output, Failure> {
+    use sgmcmc::stein::{self, FssdSettings, SteinSettings};
+    let message = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
+    let model = prepared.model();
+    let dim = model.dim();
+    let (mut kept, mut scores, mut score_seconds) = (Vec::new(), Vec::new(), 0.0);
+    for chain in chains.iter().filter(|c| !c.is_empty()) {
+        let t = stein::full_batch_scores(model, chain, dim, thin).map_err(|e| message(&e))?;
+        kept.extend_from_slice(&t.draws);
+        scores.extend_from_slice(&t.scores);
+        score_seconds += t.seconds;
+    }
+    if kept.is_empty() {
+        return Err(Failure::Message("draws: there are none".into()));
+    }
+    let settings = SteinSettings {
+        fssd: fssd.then(FssdSettings::default),
+        ..SteinSettings::default()
+    };
+    let report = stein::evaluate(&kept, &scores, dim, &settings).map_err(|e| message(&e))?;
+    let value = serde_json::json!({
+        "thin": thin,
+        "score_seconds": score_seconds,
+        "report": report,
+    });
+    Ok(Output::Report(value.to_string()))
+}
+
+/// MAMBA, grid search or the heuristic on the `[tune]` table, each round's ranking said as it
+/// ends.
+fn tune(
+    cfg: &Config,
+    prepared: &pipeline::Prepared,
+    method: pipeline::TuneMethod,
+    shared: &Shared,
+) -> Result<Output, Failure> {
+    let started = std::time::Instant::now();
+    let message = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
+    let session = pipeline::TuneSession::new(cfg, prepared).map_err(|e| message(&e))?;
+    let mut on_round = |records: &[sgmcmc::tuning::ArmRound], budget: f64| {
+        if let Some(best) = records.first() {
+            shared.say(format!(
+                "round {}: {} arms at {budget:.4e} each; best {} (metric {:.4e})",
+                best.round,
+                records.len(),
+                best.label,
+                best.metric
+            ));
+        }
+    };
+    let tuned = session
+        .tune(method, &mut on_round)
+        .map_err(|e| message(&e))?;
+    let report = tuned.report(session.map_seconds, started.elapsed().as_secs_f64());
+    let winner = session.winner_config(tuned.winner());
+    let model = prepared.model();
+    Ok(Output::Tuned {
+        report: report.to_string(),
+        winner_config: serde_json::to_string(&winner).map_err(|e| message(&e))?,
+        winner_draws: tuned.winner_draws().map(<[f64]>::to_vec),
+        dim: model.dim(),
+        names: model.parameter_names(),
     })
 }
 
@@ -372,14 +534,42 @@ impl RunHandle {
             State::Running => unreachable!("waited for the end of the run"),
         };
         let dict = PyDict::new(py);
-        let mut chains = Vec::with_capacity(output.draws.len());
-        for d in output.draws {
-            let rows = d.len() / output.dim.max(1);
-            chains.push(PyArray1::from_vec(py, d).reshape([rows, output.dim])?);
+        match output {
+            Output::Report(report) => dict.set_item("report", report)?,
+            Output::Draws {
+                draws,
+                dim,
+                names,
+                summary,
+            } => {
+                let mut chains = Vec::with_capacity(draws.len());
+                for d in draws {
+                    let rows = d.len() / dim.max(1);
+                    chains.push(PyArray1::from_vec(py, d).reshape([rows, dim])?);
+                }
+                dict.set_item("draws", chains)?;
+                dict.set_item("names", names)?;
+                dict.set_item("summary", summary)?;
+            }
+            Output::Tuned {
+                report,
+                winner_config,
+                winner_draws,
+                dim,
+                names,
+            } => {
+                dict.set_item("report", report)?;
+                dict.set_item("winner_config", winner_config)?;
+                if let Some(d) = winner_draws {
+                    let rows = d.len() / dim.max(1);
+                    dict.set_item(
+                        "winner_draws",
+                        PyArray1::from_vec(py, d).reshape([rows, dim])?,
+                    )?;
+                }
+                dict.set_item("names", names)?;
+            }
         }
-        dict.set_item("draws", chains)?;
-        dict.set_item("names", output.names)?;
-        dict.set_item("summary", output.summary)?;
         Ok(dict)
     }
 }

@@ -46,7 +46,7 @@ pub use evaluation::{
     RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, prepare_model,
     split_dataset, test_rows, thin_pooled,
 };
-pub use tune::{TuneMethod, TuneSession, tune_budget, tune_metric, winner_config};
+pub use tune::{TuneMethod, TuneSession, Tuned, tune_budget, tune_metric, winner_config};
 
 /// Anything that stops a run, as one line.
 #[derive(Debug, thiserror::Error)]

@@ -157,13 +157,31 @@ pub struct BiasCheck {
     pub seconds: f64,
 }
 
+/// "every draw", "every 2nd draw", "every 32nd draw", "every 11th draw", ...
+fn every(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    if n <= 1 {
+        "every draw".into()
+    } else {
+        format!("every {n}{suffix} draw")
+    }
+}
+
 impl BiasCheck {
     /// One line in plain words, with what to try when the draws fail.
     pub fn describe(&self) -> String {
         let ksd = match &self.test {
             Some(t) => format!(
-                "KSD test p = {:.3} on {} draws (every {}th of each chain)",
-                t.p_value, t.draws, self.thin
+                "KSD test p = {:.3} on {} draws ({} of each chain)",
+                t.p_value,
+                t.draws,
+                every(self.thin)
             ),
             None => "KSD test not run (the chains mix too slowly for 2 nearly independent draws)"
                 .to_string(),

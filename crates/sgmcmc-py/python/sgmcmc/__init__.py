@@ -32,6 +32,8 @@ from .settings import (
     Minibatch,
     Sampler,
 )
+from .stein import Discrepancy, ksd
+from .tune import TuneResult, tune
 
 __all__ = [
     "BADODAB",
@@ -54,4 +56,8 @@ __all__ = [
     "models",
     "run_summary",
     "sample",
+    "tune",
+    "TuneResult",
+    "ksd",
+    "Discrepancy",
 ]

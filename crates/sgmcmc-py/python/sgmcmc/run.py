@@ -57,27 +57,14 @@ def sample(
     goes to ``out/summary.json``, as with ``sgmcmc run``. Ctrl-C stops the chains and returns the
     draws made so far (with a warning).
     """
-    if not isinstance(model, (BuiltinModel, UserModel)):
-        raise TypeError(
-            "model: expected a model from sgmcmc.models (a built-in one, from_jax, from_numpy or "
-            f"a UserModel), got {type(model).__name__}"
-        )
+    _check_model(model)
     if sampler is not None and not isinstance(sampler, Sampler):
         raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
     if gradient is not None and not isinstance(gradient, Gradient):
         raise TypeError(
             f"gradient: expected e.g. sgmcmc.Minibatch(...), got {type(gradient).__name__}"
         )
-    x = y = None
-    user = None
-    names = None
-    if isinstance(model, UserModel):
-        config: dict[str, Any] = {"data": {}, "model": {"kind": "external"}}
-        user = model
-    else:
-        data_table, x, y = model.data()
-        config = {"data": data_table, "model": model.model_table()}
-        names = model.feature_names
+    config, x, y, names, user = _model_config(model)
     if sampler is not None:
         config["sampler"] = sampler.table()
     if gradient is not None:
@@ -126,6 +113,27 @@ def sample(
             stacklevel=2,
         )
     return idata
+
+
+def _model_config(
+    model: BuiltinModel | UserModel,
+) -> tuple[
+    dict[str, Any], np.ndarray | None, np.ndarray | None, list[str] | None, UserModel | None
+]:
+    """The run file's ``[data]`` and ``[model]`` tables of ``model``, with the arrays or the user
+    model to hand over."""
+    if isinstance(model, UserModel):
+        return {"data": {}, "model": {"kind": "external"}}, None, None, None, model
+    data_table, x, y = model.data()
+    return {"data": data_table, "model": model.model_table()}, x, y, model.feature_names, None
+
+
+def _check_model(model: Any) -> None:
+    if not isinstance(model, (BuiltinModel, UserModel)):
+        raise TypeError(
+            "model: expected a model from sgmcmc.models (a built-in one, from_jax, from_numpy or "
+            f"a UserModel), got {type(model).__name__}"
+        )
 
 
 def _follow(handle: Any, *, progress: bool, quiet: bool) -> bool:

@@ -276,10 +276,113 @@ impl<'p> TuneSession<'p> {
         )
     }
 
+    /// Run `method`; `on_round` sees each of MAMBA's rounds as it ends (with the budget per arm
+    /// of that round).
+    pub fn tune(
+        &self,
+        method: TuneMethod,
+        on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
+    ) -> Result<Tuned, TuneError> {
+        Ok(match method {
+            TuneMethod::Mamba => {
+                let settings = self.mamba_settings()?;
+                let (arms, outcome) = self.mamba(&settings, on_round)?;
+                Tuned::Mamba {
+                    arms,
+                    settings,
+                    outcome: Box::new(outcome),
+                }
+            }
+            TuneMethod::GridSearch => {
+                let (arms, selection, outcome) = self.grid_search()?;
+                Tuned::GridSearch {
+                    arms,
+                    selection,
+                    outcome: Box::new(outcome),
+                }
+            }
+            TuneMethod::Heuristic => Tuned::Heuristic {
+                arm: self.heuristic()?,
+            },
+        })
+    }
+
     /// The run file with `arm`'s sampler and gradient tables, no `[tune]` table, every chain
     /// starting at the MAP, and paths made absolute: ready for `sgmcmc run`.
     pub fn winner_config(&self, arm: &ArmSettings) -> Config {
         winner_config(self.cfg, arm)
+    }
+}
+
+/// What a tuner found ([`TuneSession::tune`]).
+pub enum Tuned {
+    /// MAMBA's rounds and winner.
+    Mamba {
+        /// The arms, in grid order.
+        arms: Vec<ArmSettings>,
+        /// MAMBA's settings.
+        settings: MambaSettings,
+        /// The rounds and the winner.
+        outcome: Box<MambaOutcome>,
+    },
+    /// Grid search's points and winner.
+    GridSearch {
+        /// The arms, in grid order.
+        arms: Vec<ArmSettings>,
+        /// How the winner was selected.
+        selection: GridSelection,
+        /// The points and the winner.
+        outcome: Box<GridSearchOutcome>,
+    },
+    /// The 1/N heuristic's settings.
+    Heuristic {
+        /// The settings.
+        arm: ArmSettings,
+    },
+}
+
+impl Tuned {
+    /// The winner's settings.
+    pub fn winner(&self) -> &ArmSettings {
+        match self {
+            Tuned::Mamba { arms, outcome, .. } => &arms[outcome.winner],
+            Tuned::GridSearch { arms, outcome, .. } => &arms[outcome.winner],
+            Tuned::Heuristic { arm } => arm,
+        }
+    }
+
+    /// The winner's draws over its rounds (none for the heuristic).
+    pub fn winner_draws(&self) -> Option<&[f64]> {
+        match self {
+            Tuned::Mamba { outcome, .. } => Some(&outcome.winner_draws),
+            Tuned::GridSearch { outcome, .. } => Some(&outcome.winner_draws),
+            Tuned::Heuristic { .. } => None,
+        }
+    }
+
+    /// The report (`tune.json`): the method, its outcome, the winner's settings and timings.
+    pub fn report(&self, map_seconds: f64, wall_seconds: f64) -> serde_json::Value {
+        let mut report = match self {
+            Tuned::Mamba { outcome, .. } => serde_json::json!({
+                "method": "mamba",
+                "outcome": outcome,
+                "map_seconds": map_seconds,
+            }),
+            Tuned::GridSearch {
+                selection, outcome, ..
+            } => serde_json::json!({
+                "method": "grid_search",
+                "selection": selection,
+                "outcome": outcome,
+                "map_seconds": map_seconds,
+            }),
+            Tuned::Heuristic { .. } => serde_json::json!({ "method": "heuristic" }),
+        };
+        report["winner_settings"] = serde_json::json!(self.winner());
+        if !matches!(self, Tuned::Heuristic { .. }) {
+            report["tune_wall_seconds"] = serde_json::json!(wall_seconds);
+        }
+        report
     }
 }
 

@@ -1,0 +1,157 @@
+"""``tune``: MAMBA (successive halving on the Stein discrepancy), grid search or the 1/N
+heuristic, through the same code as ``sgmcmc tune``; the winner's settings come back as typed
+values ready for ``sample``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _sgmcmc, settings
+from .models import BuiltinModel, UserModel
+from .run import _check_model, _follow, _model_config, _run_table
+from .settings import Gradient, Sampler
+
+_SAMPLERS: dict[str, type[Sampler]] = {
+    cls.kind: cls
+    for cls in (
+        settings.SGLD,
+        settings.PSGLD,
+        settings.SGHMC,
+        settings.SGNHT,
+        settings.BAOAB,
+        settings.BADODAB,
+        settings.CCAdL,
+        settings.MH,
+    )
+}
+_GRADIENTS: dict[str, type[Gradient]] = {
+    cls.estimator: cls
+    for cls in (settings.Minibatch, settings.ControlVariates, settings.SVRG, settings.FullBatch)
+}
+
+
+def sampler_from_table(table: dict[str, Any]) -> Sampler:
+    """The typed sampler of a ``[sampler]`` table (as the Rust core writes it)."""
+    table = dict(table)
+    cls = _SAMPLERS[table.pop("kind")]
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in table.items() if k in known})
+
+
+def gradient_from_table(table: dict[str, Any]) -> Gradient:
+    """The typed estimator of a ``[gradient]`` table."""
+    table = dict(table)
+    cls = _GRADIENTS[table.pop("estimator", "minibatch")]
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in table.items() if k in known})
+
+
+@dataclass
+class TuneResult:
+    """What a tuner found: the winner's ``sampler`` and ``gradient`` (pass ``**result.settings``
+    to ``sample``), MAMBA's ``rounds`` (per round, each arm's label and metric, best first) or
+    grid search's ``points``, the winner's draws over its rounds, and the full ``report``
+    (``tune.json``'s content)."""
+
+    method: str
+    sampler: Sampler
+    gradient: Gradient
+    label: str
+    rounds: list[list[dict[str, Any]]]
+    points: list[dict[str, Any]]
+    winner_draws: np.ndarray | None
+    report: dict[str, Any]
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """``{"sampler": ..., "gradient": ...}``, for ``sample(model, **result.settings)``."""
+        return {"sampler": self.sampler, "gradient": self.gradient}
+
+
+def tune(
+    model: BuiltinModel | UserModel,
+    sampler: Sampler,
+    gradient: Gradient | None = None,
+    *,
+    grid: dict[str, Any],
+    method: str = "mamba",
+    budget_seconds: float | None = None,
+    total_seconds: float | None = None,
+    budget_gradient_evaluations: float | None = None,
+    total_gradient_evaluations: float | None = None,
+    eta: int | None = None,
+    metric: str | None = None,
+    thin: int | None = None,
+    scores: str | None = None,
+    score_subsample: int | None = None,
+    max_scored_draws: int | None = None,
+    threads: int | None = None,
+    grid_search: dict[str, Any] | None = None,
+    seed: int | None = None,
+    quiet: bool = False,
+) -> TuneResult:
+    """Tune ``sampler`` (its step and any other key) and ``gradient`` over ``grid`` (the run
+    file's ``[tune.grid]``: e.g. ``{"log10_step_size": {"from": -1, "to": -7, "by": 0.5},
+    "batch_size": [0.01, 0.1]}``) with ``method`` ``"mamba"`` (default), ``"grid_search"`` or
+    ``"heuristic"``. Give one budget: ``budget_seconds`` (R, the winner's CPU seconds over all
+    rounds), ``total_seconds`` (T), or the same in per-datum gradient evaluations (reproducible
+    from the seed; the right unit for a user model whose callbacks run elsewhere, e.g. JAX).
+    Every other keyword is the ``[tune]`` table's key of the same name."""
+    _check_model(model)
+    if not isinstance(sampler, Sampler):
+        raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
+    if gradient is not None and not isinstance(gradient, Gradient):
+        raise TypeError(
+            f"gradient: expected e.g. sgmcmc.Minibatch(...), got {type(gradient).__name__}"
+        )
+    config, x, y, names, user = _model_config(model)
+    config["sampler"] = sampler.table()
+    if gradient is not None:
+        config["gradient"] = gradient.table()
+    config["run"] = _run_table(seed=seed)
+    table = {
+        "budget_seconds": budget_seconds,
+        "total_seconds": total_seconds,
+        "budget_gradient_evaluations": budget_gradient_evaluations,
+        "total_gradient_evaluations": total_gradient_evaluations,
+        "eta": eta,
+        "metric": metric,
+        "thin": thin,
+        "scores": scores,
+        "score_subsample": score_subsample,
+        "max_scored_draws": max_scored_draws,
+        "threads": threads,
+        "grid_search": grid_search,
+        "grid": grid,
+    }
+    config["tune"] = {k: v for k, v in table.items() if v is not None}
+    handle = _sgmcmc.start_run(json.dumps(config), x, y, names, None, user, method)
+    _follow(handle, progress=False, quiet=quiet)
+    result = handle.result()
+    for line in handle.messages():
+        if not quiet:
+            print(line, file=sys.stderr)
+    report = json.loads(result["report"])
+    winner = json.loads(result["winner_config"])
+    outcome = report.get("outcome", {})
+    arm = report["winner_settings"]
+    label = ", ".join(f"{k}={v}" for k, v in arm.get("values", []))
+    return TuneResult(
+        method=report["method"],
+        sampler=sampler_from_table(winner["sampler"]),
+        gradient=gradient_from_table(winner.get("gradient") or {}),
+        label=label,
+        rounds=[
+            [{"arm": r["arm"], "label": r["label"], "metric": r["metric"]} for r in round_]
+            for round_ in outcome.get("rounds", [])
+        ],
+        points=list(outcome.get("points", [])),
+        winner_draws=result.get("winner_draws"),
+        report=report,
+    )
