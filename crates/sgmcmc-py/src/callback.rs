@@ -3,16 +3,21 @@
 //!
 //! The Python object has `dim`, `num_data`, `names` and the methods
 //! - `log_prior(theta[K, d]) -> (values[K], grads[K, d])`,
-//! - `loglik_sum(theta[K, d], idx[K, b]) -> (values[K], grads[K, d])`: Σ over each row's b points,
+//! - `loglik_sum(theta[K, d], idx[K, b]) -> (values[K], grads[K, d])`: Σ over each row's b points
+//!   (`idx` holds uint32 indices),
 //! - `loglik_each(theta[K, d], idx[K, b]) -> values[K, b]`,
-//! - `grad_each(theta[K, d], idx[K, b]) -> grads[K, b, d]`.
+//! - `grad_each(theta[K, d], idx[K, b]) -> grads[K, b, d]`,
+//! - `grad_estimate(theta[K, d], idx[K, b], centre[K, d] | None) -> (prior_grads[K, d],
+//!   lik_grads[K, d], centre_grads[K, d] | None)`: a minibatch (or control-variate) estimate's
+//!   evaluations in one call (`UserModel` implements it from the others).
 //!
 //! Rust chooses the indices (the chains' own streams), so seeds, control variates and SVRG
-//! behave as with a built-in model. A chain's calls go through the [`Batcher`]: each chain has
-//! a row of a [K, ...] call, filled when every live chain is waiting (or after [`GATHER_WAIT`],
-//! so a chain busy elsewhere never blocks the others); rows of absent chains repeat a present
-//! row, so every call of a kind has the same shape and a chain's results do not depend on which
-//! other chains were in its call. Calls from outside a chain (the MAP search, full-data passes)
+//! behave as with a built-in model. A chain's calls go through the [`Batcher`]: the chains are
+//! split into [`CHAIN_GROUPS`] fixed groups, and each chain has a row of its group's [rows, ...] call,
+//! made when every live chain of the group is waiting (or after [`GATHER_WAIT`], so a chain busy
+//! elsewhere never blocks the others); rows of absent chains repeat a present row, so every call
+//! of a kind has the same shape and a chain's results do not depend on which other chains were in
+//! its call. Calls from outside a chain (the MAP search, full-data passes)
 //! go to Python alone, as K = 1. A callback that raises, or returns the wrong shape or
 //! non-finite values, is recorded (the first error wins), the run's stop flag is set, and the
 //! caller's outputs are filled with NaN, so the chain stops as diverged; the run then raises
@@ -29,6 +34,11 @@ use sgmcmc::model::{DataIndex, Model, Scratch};
 
 use crate::SgmcmcError;
 
+/// The chains' calls are split into this many groups, whose calls can run at once (on two
+/// cores where the callback releases the GIL). Fixed, not the machine's core count: the shape
+/// of every call, and so the draws, must not depend on the machine.
+pub const CHAIN_GROUPS: usize = 2;
+
 /// How long a chain's request waits for the other live chains before its call goes ahead
 /// without them.
 const GATHER_WAIT: Duration = Duration::from_millis(2);
@@ -40,6 +50,8 @@ enum Kind {
     LikSum,
     LikEach,
     GradEach,
+    /// `grad_estimate`, with a centre or not.
+    Estimate(bool),
 }
 
 impl Kind {
@@ -49,6 +61,7 @@ impl Kind {
             Kind::LikSum => "loglik_sum",
             Kind::LikEach => "loglik_each",
             Kind::GradEach => "grad_each",
+            Kind::Estimate(_) => "grad_estimate",
         }
     }
 }
@@ -91,7 +104,9 @@ struct Slot {
     state: SlotState,
     kind: Option<Kind>,
     theta: Vec<f64>,
-    batch: Vec<i64>,
+    /// The control variates' centre (`Kind::Estimate(true)`).
+    centre: Vec<f64>,
+    batch: Vec<DataIndex>,
     /// The result row (values and/or gradients, by kind).
     out: Vec<f64>,
 }
@@ -103,20 +118,19 @@ struct Gather {
     first_pending: Option<Instant>,
 }
 
-/// Gathers the chains' requests into calls of shape [K, ...].
-pub struct Batcher {
-    chains: usize,
+/// Gathers the requests of a group of chains into calls of shape [rows, ...].
+struct Group {
+    rows: usize,
     gather: Mutex<Gather>,
     ready: Condvar,
 }
 
-impl Batcher {
-    /// A batcher for `chains` chains.
-    pub fn new(chains: usize) -> Self {
+impl Group {
+    fn new(rows: usize) -> Self {
         Self {
-            chains,
+            rows,
             gather: Mutex::new(Gather {
-                slots: (0..chains).map(|_| Slot::default()).collect(),
+                slots: (0..rows).map(|_| Slot::default()).collect(),
                 live: 0,
                 pending: 0,
                 first_pending: None,
@@ -124,11 +138,43 @@ impl Batcher {
             ready: Condvar::new(),
         }
     }
+}
+
+/// The chains in fixed groups (chain c in group c / per_group, at row c % per_group): each
+/// group's calls are one Python call, and the groups' calls run at the same time where the
+/// callback releases the GIL (JAX does while it computes).
+pub struct Batcher {
+    chains: usize,
+    per_group: usize,
+    groups: Vec<Group>,
+}
+
+impl Batcher {
+    /// A batcher for `chains` chains in at most `groups` groups.
+    pub fn new(chains: usize, groups: usize) -> Self {
+        let per_group = chains.div_ceil(groups.clamp(1, chains.max(1))).max(1);
+        let groups = (0..chains.div_ceil(per_group))
+            .map(|g| Group::new(per_group.min(chains - g * per_group)))
+            .collect();
+        Self {
+            chains,
+            per_group,
+            groups,
+        }
+    }
+
+    /// Chain c's group and row.
+    fn locate(&self, c: usize) -> (&Group, usize) {
+        (&self.groups[c / self.per_group], c % self.per_group)
+    }
 
     /// Chain `c` starts on this thread.
     pub fn enter(&self, c: usize) {
         CHAIN.with(|s| s.borrow_mut().push(c));
-        self.gather.lock().unwrap_or_else(|e| e.into_inner()).live += 1;
+        if c < self.chains {
+            let (group, _) = self.locate(c);
+            group.gather.lock().unwrap_or_else(|e| e.into_inner()).live += 1;
+        }
     }
 
     /// Chain `c` ended on this thread.
@@ -139,10 +185,13 @@ impl Batcher {
                 s.remove(pos);
             }
         });
-        let mut g = self.gather.lock().unwrap_or_else(|e| e.into_inner());
-        g.live = g.live.saturating_sub(1);
-        drop(g);
-        self.ready.notify_all();
+        if c < self.chains {
+            let (group, _) = self.locate(c);
+            let mut g = group.gather.lock().unwrap_or_else(|e| e.into_inner());
+            g.live = g.live.saturating_sub(1);
+            drop(g);
+            group.ready.notify_all();
+        }
     }
 }
 
@@ -184,7 +233,13 @@ impl CallbackModel {
                 names.len()
             )));
         }
-        for method in [Kind::Prior, Kind::LikSum, Kind::LikEach, Kind::GradEach] {
+        for method in [
+            Kind::Prior,
+            Kind::LikSum,
+            Kind::LikEach,
+            Kind::GradEach,
+            Kind::Estimate(false),
+        ] {
             if !object.hasattr(method.method())? {
                 return Err(SgmcmcError::new_err(format!(
                     "model: no method `{}`",
@@ -208,24 +263,35 @@ impl CallbackModel {
             Kind::Prior | Kind::LikSum => 1 + self.dim,
             Kind::LikEach => b,
             Kind::GradEach => b * self.dim,
+            Kind::Estimate(false) => 2 * self.dim,
+            Kind::Estimate(true) => 3 * self.dim,
         }
     }
 
     /// The callback `kind` at θ (and `batch`), its row written to `out` (length `row_len`);
     /// false (and NaN in `out`) if it failed.
-    fn call(&self, kind: Kind, theta: &[f64], batch: &[DataIndex], out: &mut [f64]) -> bool {
+    fn call(
+        &self,
+        kind: Kind,
+        theta: &[f64],
+        centre: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+    ) -> bool {
         if self.shared.stop.load(Ordering::Relaxed) && self.has_failed() {
             out.fill(f64::NAN);
             return false;
         }
         let chain = CHAIN.with(|s| s.borrow().last().copied());
         let ok = match chain {
-            Some(c) if c < self.batcher.chains => self.call_batched(c, kind, theta, batch, out),
+            Some(c) if c < self.batcher.chains => {
+                self.call_batched(c, kind, theta, centre, batch, out)
+            }
             _ => {
-                let idx: Vec<i64> = batch.iter().map(|&i| i64::from(i)).collect();
                 let rows = vec![Some(Row {
                     theta,
-                    batch: &idx,
+                    centre,
+                    batch,
                     out: &mut *out,
                 })];
                 self.python_call_rows(kind, batch.len(), rows)
@@ -250,18 +316,21 @@ impl CallbackModel {
         c: usize,
         kind: Kind,
         theta: &[f64],
+        centre: &[f64],
         batch: &[DataIndex],
         out: &mut [f64],
     ) -> bool {
-        let b = &*self.batcher;
-        let mut g = b.gather.lock().unwrap_or_else(|e| e.into_inner());
+        let (group, c) = self.batcher.locate(c);
+        let mut g = group.gather.lock().unwrap_or_else(|e| e.into_inner());
         {
             let slot = &mut g.slots[c];
             slot.kind = Some(kind);
             slot.theta.clear();
             slot.theta.extend_from_slice(theta);
+            slot.centre.clear();
+            slot.centre.extend_from_slice(centre);
             slot.batch.clear();
-            slot.batch.extend(batch.iter().map(|&i| i64::from(i)));
+            slot.batch.extend_from_slice(batch);
             slot.state = SlotState::Pending;
         }
         g.pending += 1;
@@ -274,13 +343,13 @@ impl CallbackModel {
             }
             let waited = g.first_pending.map_or(Duration::ZERO, |t| t.elapsed());
             if g.pending > 0 && (g.pending >= g.live || waited >= GATHER_WAIT) {
-                g = self.lead(g);
+                g = self.lead(group, g);
                 continue;
             }
             let wait = GATHER_WAIT
                 .saturating_sub(waited)
                 .max(Duration::from_micros(50));
-            g = b
+            g = group
                 .ready
                 .wait_timeout(g, wait)
                 .unwrap_or_else(|e| e.into_inner())
@@ -290,10 +359,10 @@ impl CallbackModel {
 
     /// Take every pending request, call Python once per (kind, batch size), hand the rows back.
     fn lead<'g>(
-        &'g self,
+        &self,
+        group: &'g Group,
         mut g: std::sync::MutexGuard<'g, Gather>,
     ) -> std::sync::MutexGuard<'g, Gather> {
-        let b = &*self.batcher;
         let mut taken: Vec<Slot> = Vec::new();
         let mut owners = Vec::new();
         for (c, slot) in g.slots.iter_mut().enumerate() {
@@ -322,10 +391,11 @@ impl CallbackModel {
             let len = self.row_len(kind, n);
             let mut outs: Vec<Vec<f64>> = members.iter().map(|_| vec![0.0; len]).collect();
             let ok = {
-                let mut rows: Vec<Option<Row<'_>>> = (0..b.chains).map(|_| None).collect();
+                let mut rows: Vec<Option<Row<'_>>> = (0..group.rows).map(|_| None).collect();
                 for (m, out) in members.iter().zip(outs.iter_mut()) {
                     rows[owners[*m]] = Some(Row {
                         theta: &taken[*m].theta,
+                        centre: &taken[*m].centre,
                         batch: &taken[*m].batch,
                         out,
                     });
@@ -339,11 +409,11 @@ impl CallbackModel {
             }
             i += 1;
         }
-        let mut g = b.gather.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = group.gather.lock().unwrap_or_else(|e| e.into_inner());
         for (c, slot) in owners.into_iter().zip(taken) {
             g.slots[c] = slot;
         }
-        b.ready.notify_all();
+        group.ready.notify_all();
         g
     }
 
@@ -355,6 +425,7 @@ impl CallbackModel {
         let k = rows.len();
         let (d, len) = (self.dim, self.row_len(kind, b));
         let mut theta = Vec::with_capacity(k * d);
+        let mut centre = Vec::new();
         let mut idx = Vec::with_capacity(k * b);
         for r in &rows {
             let r = r
@@ -362,10 +433,11 @@ impl CallbackModel {
                 .or(rows[fill].as_ref())
                 .expect("fill row is present");
             theta.extend_from_slice(r.theta);
+            centre.extend_from_slice(r.centre);
             idx.extend_from_slice(r.batch);
         }
         let mut result = vec![0.0; k * len];
-        if !self.invoke(kind, k, b, &theta, &idx, &mut result) {
+        if !self.invoke(kind, k, b, &theta, &centre, &idx, &mut result) {
             return false;
         }
         for (c, r) in rows.into_iter().enumerate() {
@@ -378,24 +450,36 @@ impl CallbackModel {
 
     /// The Python call itself: inputs θ[k, d] and idx[k, b], the rows' results into `result`
     /// (k × row_len); errors are recorded.
+    #[allow(clippy::too_many_arguments)]
     fn invoke(
         &self,
         kind: Kind,
         k: usize,
         b: usize,
         theta: &[f64],
-        idx: &[i64],
+        centre: &[f64],
+        idx: &[DataIndex],
         result: &mut [f64],
     ) -> bool {
         let d = self.dim;
         let outcome = Python::attach(|py| -> PyResult<()> {
             let th = PyArray1::from_slice(py, theta).reshape([k, d])?;
             let object = self.object.bind(py);
-            let value = if kind == Kind::Prior {
-                object.call_method1(kind.method(), (th,))?
-            } else {
-                let ix = PyArray1::from_slice(py, idx).reshape([k, b])?;
-                object.call_method1(kind.method(), (th, ix))?
+            let value = match kind {
+                Kind::Prior => object.call_method1(kind.method(), (th,))?,
+                Kind::Estimate(with_centre) => {
+                    let ix = PyArray1::from_slice(py, idx).reshape([k, b])?;
+                    let c = if with_centre {
+                        Some(PyArray1::from_slice(py, centre).reshape([k, d])?)
+                    } else {
+                        None
+                    };
+                    object.call_method1(kind.method(), (th, ix, c))?
+                }
+                _ => {
+                    let ix = PyArray1::from_slice(py, idx).reshape([k, b])?;
+                    object.call_method1(kind.method(), (th, ix))?
+                }
             };
             let len = self.row_len(kind, b);
             match kind {
@@ -419,6 +503,30 @@ impl CallbackModel {
                 Kind::LikEach => result.copy_from_slice(&array(kind, "values", &value, &[k, b])?),
                 Kind::GradEach => {
                     result.copy_from_slice(&array(kind, "grads", &value, &[k, b, d])?)
+                }
+                Kind::Estimate(with_centre) => {
+                    let parts: Vec<Bound<'_, PyAny>> = value.extract().map_err(|_| {
+                        SgmcmcError::new_err(format!(
+                            "model.grad_estimate: expected a triple (prior_grads, lik_grads, \
+                             centre_grads or None), got {}",
+                            type_name(&value)
+                        ))
+                    })?;
+                    let names = ["prior_grads", "lik_grads", "centre_grads"];
+                    let used = if with_centre { 3 } else { 2 };
+                    if parts.len() < used {
+                        return Err(SgmcmcError::new_err(format!(
+                            "model.grad_estimate: expected {used} arrays, got {}",
+                            parts.len()
+                        )));
+                    }
+                    for (p, part) in parts.iter().take(used).enumerate() {
+                        let g = array(kind, names[p], part, &[k, d])?;
+                        for c in 0..k {
+                            result[c * len + p * d..c * len + (p + 1) * d]
+                                .copy_from_slice(&g[c * d..(c + 1) * d]);
+                        }
+                    }
                 }
             }
             if let Some(pos) = result.iter().position(|v| !v.is_finite()) {
@@ -451,7 +559,8 @@ impl CallbackModel {
 /// One chain's part of a call.
 struct Row<'a> {
     theta: &'a [f64],
-    batch: &'a [i64],
+    centre: &'a [f64],
+    batch: &'a [DataIndex],
     out: &'a mut [f64],
 }
 
@@ -494,16 +603,16 @@ impl Model for CallbackModel {
     }
     fn log_prior(&self, theta: &[f64]) -> f64 {
         let mut out = vec![0.0; 1 + self.dim];
-        self.call(Kind::Prior, theta, &[], &mut out);
+        self.call(Kind::Prior, theta, &[], &[], &mut out);
         out[0]
     }
     fn add_grad_log_prior(&self, theta: &[f64], grad: &mut [f64]) {
         let mut out = vec![0.0; 1 + self.dim];
-        self.call(Kind::Prior, theta, &[], &mut out);
+        self.call(Kind::Prior, theta, &[], &[], &mut out);
         grad.iter_mut().zip(&out[1..]).for_each(|(g, v)| *g += v);
     }
     fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _: &mut Scratch) {
-        self.call(Kind::LikEach, theta, batch, out);
+        self.call(Kind::LikEach, theta, &[], batch, out);
     }
     fn grad_log_lik_each(
         &self,
@@ -512,7 +621,7 @@ impl Model for CallbackModel {
         out: &mut [f64],
         _: &mut Scratch,
     ) {
-        self.call(Kind::GradEach, theta, batch, out);
+        self.call(Kind::GradEach, theta, &[], batch, out);
     }
     fn add_grad_log_lik(
         &self,
@@ -533,10 +642,35 @@ impl Model for CallbackModel {
         scratch: &mut Scratch,
     ) -> f64 {
         let out = scratch.get(1 + self.dim);
-        self.call(Kind::LikSum, theta, batch, out);
+        self.call(Kind::LikSum, theta, &[], batch, out);
         grad.iter_mut()
             .zip(&out[1..])
             .for_each(|(g, v)| *g += weight * v);
         out[0]
+    }
+
+    fn add_grad_estimate(
+        &self,
+        theta: &[f64],
+        centre: Option<&[f64]>,
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        let d = self.dim;
+        let kind = Kind::Estimate(centre.is_some());
+        let out = scratch.get(self.row_len(kind, 0));
+        self.call(kind, theta, centre.unwrap_or(&[]), batch, out);
+        // In the default's order: the prior, the likelihood at θ, minus at the centre.
+        grad.iter_mut().zip(&out[..d]).for_each(|(g, v)| *g += v);
+        grad.iter_mut()
+            .zip(&out[d..2 * d])
+            .for_each(|(g, v)| *g += weight * v);
+        if centre.is_some() {
+            grad.iter_mut()
+                .zip(&out[2 * d..3 * d])
+                .for_each(|(g, v)| *g -= weight * v);
+        }
     }
 }

@@ -97,6 +97,8 @@ enum Output {
 enum Job {
     Sample,
     Tune(pipeline::TuneMethod),
+    /// The NUTS reference of the full-data posterior.
+    Reference(sgmcmc::reference::NutsSettings),
     /// The KSD (and FSSD-opt) of given draws: per chain, flat draws × D.
     Stein {
         chains: Vec<Vec<f64>>,
@@ -150,7 +152,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -163,9 +165,25 @@ pub fn start_run(
     draws: Option<Vec<numpy::PyReadonlyArray2<'_, f64>>>,
     thin: usize,
     fssd: bool,
+    nuts: Option<(usize, usize, usize, bool)>,
 ) -> PyResult<RunHandle> {
     let job = match job {
         "sample" => Job::Sample,
+        "reference" => {
+            let (chains, warmup, draws, dense) = nuts.unwrap_or((4, 1000, 1000, false));
+            let settings = sgmcmc::reference::NutsSettings {
+                chains,
+                warmup,
+                draws,
+                seed: cfg_seed(config_json),
+                dense_laplace_metric: dense,
+                ..sgmcmc::reference::NutsSettings::default()
+            };
+            settings
+                .validate()
+                .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
+            Job::Reference(settings)
+        }
         "stein" => {
             let draws = draws.unwrap_or_default();
             let cols = draws.first().map_or(0, |a| a.shape()[1]);
@@ -200,7 +218,10 @@ pub fn start_run(
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
-    let chains = cfg.run.chains;
+    let chains = match &job {
+        Job::Reference(n) => n.chains,
+        _ => cfg.run.chains,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     let source = match (features, model) {
         (Some(x), None) => Source::Arrays(crate::data::dataset(
@@ -209,7 +230,7 @@ pub fn start_run(
             feature_names.unwrap_or_default(),
         )?),
         (None, Some(object)) => {
-            let batcher = Arc::new(Batcher::new(chains));
+            let batcher = Arc::new(Batcher::new(chains, crate::callback::CHAIN_GROUPS));
             let callbacks = Arc::new(CallbackShared {
                 error: Mutex::new(None),
                 stop: Arc::clone(&stop),
@@ -339,6 +360,7 @@ fn execute(
             }
             return stein(&prepared, &chains, thin, fssd);
         }
+        Job::Reference(settings) => return reference(&prepared, &settings, shared),
         Job::Sample => {}
     }
     let model = prepared.model();
@@ -381,6 +403,49 @@ fn execute(
     }
     Ok(Output::Draws {
         draws,
+        dim: model.dim(),
+        names: model.parameter_names(),
+        summary: summary.to_string(),
+    })
+}
+
+/// The run file's seed (`[run] seed`, default 0) from its JSON form.
+fn cfg_seed(config_json: &str) -> u64 {
+    serde_json::from_str::<Config>(config_json).map_or(0, |c| c.run.seed)
+}
+
+/// NUTS (nuts-rs) on the full-data posterior: the draws, and the summary with each chain's
+/// step size, divergences and gradient evaluations.
+fn reference(
+    prepared: &pipeline::Prepared,
+    settings: &sgmcmc::reference::NutsSettings,
+    shared: &Shared,
+) -> Result<Output, Failure> {
+    let model = prepared.model();
+    let result = sgmcmc::reference::run_nuts(model, settings, &shared.progress)
+        .map_err(|e| Failure::Message(e.to_string()))?;
+    if result.divergences() > 0 {
+        shared.say(format!(
+            "WARNING: {} divergent transitions after warm-up; the reference may be biased",
+            result.divergences()
+        ));
+    }
+    let summary = serde_json::json!({
+        "method": "nuts",
+        "settings": {
+            "chains": settings.chains,
+            "warmup": settings.warmup,
+            "draws": settings.draws,
+            "seed": settings.seed,
+            "dense_laplace_metric": settings.dense_laplace_metric,
+        },
+        "reference": result,
+        "chains": settings.chains,
+        "summarised_chains": (0..settings.chains).collect::<Vec<_>>(),
+        "parameters": result.parameters,
+    });
+    Ok(Output::Draws {
+        draws: result.draws,
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from . import models
 from ._sgmcmc import SgmcmcError, __version__
-from .run import load, run_summary, sample
+from .run import load, reference, run_summary, sample
 from .settings import (
     BADODAB,
     BAOAB,
@@ -60,4 +60,5 @@ __all__ = [
     "TuneResult",
     "ksd",
     "Discrepancy",
+    "reference",
 ]

@@ -170,7 +170,11 @@ class UserModel:
     - ``loglik_sum(theta, idx) -> (values[K], grads[K, d])``: Σ over each row's b points of
       log p(x_i | θ) and its gradient,
     - ``loglik_each(theta, idx) -> values[K, b]``, ``grad_each(theta, idx) -> grads[K, b, d]``:
-      the per-datum terms (control variates' noise for CCAdL, minibatch MH, ...).
+      the per-datum terms (control variates' noise for CCAdL, minibatch MH, ...),
+    - ``grad_estimate(theta, idx, centre) -> (prior_grads[K, d], lik_grads[K, d],
+      centre_grads[K, d] or None)``: what one minibatch estimate needs (``centre``: the control
+      variates' centres, [K, d], or None), in one call; built here from the methods above, and
+      fused into one compiled function by :func:`from_jax`.
 
     Results are float64 NumPy arrays. The data stay on the Python side.
     """
@@ -191,6 +195,32 @@ class UserModel:
 
     def grad_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def grad_estimate(
+        self, theta: np.ndarray, idx: np.ndarray, centre: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        prior = _grads("log_prior", self.log_prior(theta), theta.shape)
+        lik = _grads("loglik_sum", self.loglik_sum(theta, idx), theta.shape)
+        if centre is None:
+            return prior, lik, None
+        return prior, lik, _grads("loglik_sum", self.loglik_sum(centre, idx), theta.shape)
+
+
+def _grads(method: str, result: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The gradients of a ``(values, grads)`` pair a callback returned, checked."""
+    from ._sgmcmc import SgmcmcError
+
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise SgmcmcError(
+            f"model.{method}: expected a pair (values[K], grads[K, d]), got {type(result).__name__}"
+        )
+    grads = np.asarray(result[1])
+    if grads.shape != shape:
+        raise SgmcmcError(
+            f"model.{method}: grads must be a float64 array of shape {list(shape)}, "
+            f"got shape {list(grads.shape)}"
+        )
+    return np.asarray(grads, dtype=np.float64)
 
 
 class _NumpyModel(UserModel):
@@ -282,6 +312,18 @@ class _JaxModel(UserModel):
         def grads(theta: Any, idx: Any) -> Any:
             return jax.vmap(jax.grad(loglik), in_axes=(None, 0))(theta, batch_of(idx))
 
+        def estimate(theta: Any, idx: Any) -> Any:
+            return jax.grad(logprior)(theta), jax.grad(total)(theta, idx)
+
+        def estimate_cv(theta: Any, idx: Any, centre: Any) -> Any:
+            return (
+                jax.grad(logprior)(theta),
+                jax.grad(total)(theta, idx),
+                jax.grad(total)(centre, idx),
+            )
+
+        self._estimate = jax.jit(jax.vmap(estimate))
+        self._estimate_cv = jax.jit(jax.vmap(estimate_cv))
         self._prior = jax.jit(jax.vmap(jax.value_and_grad(logprior)))
         self._sum = jax.jit(jax.vmap(jax.value_and_grad(total)))
         self._each = jax.jit(jax.vmap(each))
@@ -300,6 +342,19 @@ class _JaxModel(UserModel):
 
     def grad_each(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray:
         return np.asarray(self._grads(theta, idx), dtype=np.float64)
+
+    def grad_estimate(
+        self, theta: np.ndarray, idx: np.ndarray, centre: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if centre is None:
+            prior, lik = self._estimate(theta, idx)
+            return np.asarray(prior, dtype=np.float64), np.asarray(lik, dtype=np.float64), None
+        prior, lik, at_centre = self._estimate_cv(theta, idx, centre)
+        return (
+            np.asarray(prior, dtype=np.float64),
+            np.asarray(lik, dtype=np.float64),
+            np.asarray(at_centre, dtype=np.float64),
+        )
 
 
 def from_jax(

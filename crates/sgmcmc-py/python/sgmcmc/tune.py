@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 
 from . import _sgmcmc, settings
 from .models import BuiltinModel, UserModel
-from .run import _check_model, _follow, _model_config, _run_table
+from .run import _check_model, _follow, _model_config, _result, _run_table
 from .settings import Gradient, Sampler
 
 _SAMPLERS: dict[str, type[Sampler]] = {
@@ -133,10 +132,7 @@ def tune(
     config["tune"] = {k: v for k, v in table.items() if v is not None}
     handle = _sgmcmc.start_run(json.dumps(config), x, y, names, None, user, method)
     _follow(handle, progress=False, quiet=quiet)
-    result = handle.result()
-    for line in handle.messages():
-        if not quiet:
-            print(line, file=sys.stderr)
+    result = _result(handle, quiet=quiet)
     report = json.loads(result["report"])
     winner = json.loads(result["winner_config"])
     outcome = report.get("outcome", {})

@@ -11,7 +11,7 @@
 use super::{
     BatchSize, BatchTerms, EstimatorError, FullDataEvaluator, GradientEstimator, Subsampler,
 };
-use crate::model::{DataIndex, Model, Scratch, TermMoments};
+use crate::model::{Model, Scratch, TermMoments};
 use crate::rng::ChainRng;
 
 /// Score estimate with a fixed centre θ̂ (normally the MAP). Unbiased for any θ̂; its variance is
@@ -122,13 +122,15 @@ impl GradientEstimator for ControlVariates<'_> {
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
         out.copy_from_slice(&self.centre_lik_score);
-        self.model.add_grad_log_prior(theta, out);
         let batch = self.subsampler.batch(self.batch, rng);
-        add_correction(
-            self.model,
+        // ∇log p(θ) + (N/n)·[Σ_{i∈batch} ∇log p(xᵢ | θ) − Σ_{i∈batch} ∇log p(xᵢ | θ̂)]: two
+        // weighted passes over the same minibatch, no allocation.
+        let weight = self.model.num_data() as f64 / batch.len() as f64;
+        self.model.add_grad_estimate(
             theta,
-            &self.centre,
+            Some(&self.centre),
             batch,
+            weight,
             out,
             &mut self.scratch,
         );
@@ -195,20 +197,4 @@ fn likelihood_part(model: &dyn Model, centre: &[f64], score: &[f64], lik: &mut [
     lik.fill(0.0);
     model.add_grad_log_prior(centre, lik);
     lik.iter_mut().zip(score).for_each(|(l, s)| *l = s - *l);
-}
-
-/// `out += (N/n)·[Σ_{i∈batch} ∇log p(xᵢ | θ) − Σ_{i∈batch} ∇log p(xᵢ | θ̂)]`: two weighted
-/// passes over the same minibatch, no allocation.
-#[inline]
-fn add_correction(
-    model: &dyn Model,
-    theta: &[f64],
-    centre: &[f64],
-    batch: &[DataIndex],
-    out: &mut [f64],
-    scratch: &mut Scratch,
-) {
-    let weight = model.num_data() as f64 / batch.len() as f64;
-    model.add_grad_log_lik(theta, batch, weight, out, scratch);
-    model.add_grad_log_lik(centre, batch, -weight, out, scratch);
 }

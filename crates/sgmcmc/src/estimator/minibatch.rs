@@ -54,11 +54,10 @@ impl GradientEstimator for Minibatch<'_> {
             return full.grad_log_posterior(theta, out);
         }
         out.fill(0.0);
-        self.model.add_grad_log_prior(theta, out);
         let weight = self.subsampler.len() as f64 / self.batch as f64;
         let batch = self.subsampler.batch(self.batch, rng);
         self.model
-            .add_grad_log_lik(theta, batch, weight, out, &mut self.scratch);
+            .add_grad_estimate(theta, None, batch, weight, out, &mut self.scratch);
     }
 
     fn cost_per_estimate(&self) -> usize {

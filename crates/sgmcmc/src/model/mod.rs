@@ -178,6 +178,27 @@ pub trait Model: Send + Sync {
         total
     }
 
+    /// `grad += ∇log p(θ) + weight·Σ_{i∈batch} ∇log p(xᵢ | θ)`, and `− weight·Σ ∇log p(xᵢ | θ̂)`
+    /// when `centre` is Some(θ̂): the model evaluations of one minibatch (or control-variate)
+    /// estimate in one call. The default makes them one after the other, in that order; a model
+    /// whose evaluations are remote (the Python package's callbacks) overrides it to make one
+    /// round trip.
+    fn add_grad_estimate(
+        &self,
+        theta: &[f64],
+        centre: Option<&[f64]>,
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        self.add_grad_log_prior(theta, grad);
+        self.add_grad_log_lik(theta, batch, weight, grad, scratch);
+        if let Some(centre) = centre {
+            self.add_grad_log_lik(centre, batch, -weight, grad, scratch);
+        }
+    }
+
     /// `grad += weight·Σₖ tₖ`, each term tₖ also added to `moments` (CCAdL's noise covariance),
     /// where tₖ = `∇log p(x_{batch[k]} | θ)`, minus `∇log p(x_{batch[k]} | θ̂)` when `centre` is
     /// Some(θ̂) (the control-variate difference). The default computes the terms with

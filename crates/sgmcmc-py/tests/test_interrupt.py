@@ -1,0 +1,44 @@
+"""Ctrl-C (SIGINT) while sampling stops the chains and returns the draws made so far."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+SCRIPT = """
+import sys, warnings
+import numpy as np
+import sgmcmc
+rng = np.random.default_rng(0)
+x = rng.standard_normal((20_000, 3))
+y = (rng.random(20_000) < 0.5).astype(float)
+print("ready", flush=True)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    idata = sgmcmc.sample(
+        sgmcmc.models.Logistic(x, y), sgmcmc.SGLD(step_size=1e-5), sgmcmc.Minibatch(batch_size=10),
+        chains=2, iterations=500_000_000, burn_in=0, thin=100, bias_check=False, progress=False,
+    )
+draws = idata.posterior["theta"].values
+print("draws", draws.shape[1], bool(np.isfinite(draws).all()), flush=True)
+print("warned", any("interrupted" in str(w.message) for w in caught), flush=True)
+"""
+
+
+def test_sigint_returns_the_draws_so_far() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    kept, finite = lines["draws"].split()
+    assert int(kept) > 100, out
+    assert finite == "True"
+    assert lines["warned"] == "True"
