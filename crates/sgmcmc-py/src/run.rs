@@ -76,6 +76,8 @@ enum Output {
         names: Vec<String>,
         /// `summary.json`'s content.
         summary: String,
+        /// Per chain, the state at each kept draw (step, thermostat, MH acceptance).
+        statistics: Vec<Vec<sgmcmc::sampler::DrawStatistics>>,
     },
     /// A Stein discrepancy report (JSON).
     Report(String),
@@ -401,11 +403,18 @@ fn execute(
     if let Some(dir) = &out {
         pipeline::write_summary(dir, &summary).map_err(text)?;
     }
+    let statistics = outcome
+        .run
+        .chains
+        .into_iter()
+        .map(|c| c.draw_statistics)
+        .collect();
     Ok(Output::Draws {
         draws,
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
+        statistics,
     })
 }
 
@@ -449,6 +458,7 @@ fn reference(
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
+        statistics: Vec::new(),
     })
 }
 
@@ -606,7 +616,9 @@ impl RunHandle {
                 dim,
                 names,
                 summary,
+                statistics,
             } => {
+                dict.set_item("sample_stats", sample_stats(py, &statistics)?)?;
                 let mut chains = Vec::with_capacity(draws.len());
                 for d in draws {
                     let rows = d.len() / dim.max(1);
@@ -637,6 +649,47 @@ impl RunHandle {
         }
         Ok(dict)
     }
+}
+
+/// Per statistic that any draw has, one array per chain (NaN or false where a draw has none):
+/// `{"step_size": [...], "thermostat": [...], "accepted": [...]}`.
+fn sample_stats<'py>(
+    py: Python<'py>,
+    statistics: &[Vec<sgmcmc::sampler::DrawStatistics>],
+) -> PyResult<Bound<'py, PyDict>> {
+    let stats = PyDict::new(py);
+    let all = || statistics.iter().flatten();
+    if all().any(|s| s.step_size.is_some()) {
+        let per_chain: Vec<_> = statistics
+            .iter()
+            .map(|c| {
+                let v: Vec<f64> = c.iter().map(|s| s.step_size.unwrap_or(f64::NAN)).collect();
+                PyArray1::from_vec(py, v)
+            })
+            .collect();
+        stats.set_item("step_size", per_chain)?;
+    }
+    if all().any(|s| s.thermostat.is_some()) {
+        let per_chain: Vec<_> = statistics
+            .iter()
+            .map(|c| {
+                let v: Vec<f64> = c.iter().map(|s| s.thermostat.unwrap_or(f64::NAN)).collect();
+                PyArray1::from_vec(py, v)
+            })
+            .collect();
+        stats.set_item("thermostat", per_chain)?;
+    }
+    if all().any(|s| s.accepted.is_some()) {
+        let per_chain: Vec<_> = statistics
+            .iter()
+            .map(|c| {
+                let v: Vec<bool> = c.iter().map(|s| s.accepted.unwrap_or(false)).collect();
+                PyArray1::from_vec(py, v)
+            })
+            .collect();
+        stats.set_item("accepted", per_chain)?;
+    }
+    Ok(stats)
 }
 
 /// The draws of a Zarr store written by `sgmcmc run` (or `sample(..., out=...)`):

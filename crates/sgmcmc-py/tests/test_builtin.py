@@ -142,3 +142,38 @@ def test_default_path_from_python(small_logistic, tmp_path: Path) -> None:
     z = (got.mean(axis=0) - want.mean(axis=0)) / se
     assert np.all(np.abs(z) < 5), z
     assert np.allclose(got.std(axis=0), want.std(axis=0), rtol=0.15)
+
+
+def test_sample_stats(small_logistic) -> None:
+    """sample_stats holds the state at each draw: the scheduled step (ε₁ = the step, then
+    decreasing), SGNHT's thermostat, and MH's acceptances, which add up to the run's own count."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y)
+    run = {
+        "chains": 2,
+        "iterations": 300,
+        "burn_in": 0,
+        "thin": 1,
+        "progress": False,
+        "quiet": True,
+    }
+    scheduled = sgmcmc.sample(
+        model,
+        sgmcmc.SGLD(step_size=1e-5, schedule={"kind": "polynomial", "b": 10, "gamma": 0.55}),
+        **run,
+    )
+    steps = scheduled.sample_stats["step_size"].values
+    assert steps.shape == (2, 300)
+    assert steps[0, 0] == pytest.approx(1e-5, rel=1e-12)
+    assert np.all(np.diff(steps, axis=1) < 0)
+    assert steps[0, -1] == pytest.approx(1e-5 * (11 / 310) ** 0.55, rel=1e-9)
+    sgnht = sgmcmc.sample(model, sgmcmc.SGNHT(step_size=1e-6), **run)
+    assert np.isfinite(sgnht.sample_stats["thermostat"].values).all()
+    assert "thermostat" not in scheduled.sample_stats
+    mh = sgmcmc.sample(
+        model, sgmcmc.MH(proposal={"kind": "random_walk", "sd": 0.02}, batch_size=500), **run
+    )
+    accepted = mh.sample_stats["accepted"].values
+    counts = [c["sampler_statistics"] for c in sgmcmc.run_summary(mh)["run"]["chains"]]
+    assert [int(a.sum()) for a in accepted] == [c["accepted"] for c in counts]
+    assert 0 < accepted.mean() < 1

@@ -381,3 +381,27 @@ fn invalid_settings_are_errors_not_panics() {
     );
     assert!(matches!(r, Err(RunError::Sink { chain: 0, .. })));
 }
+
+/// Every kept draw comes with the chain's state at that draw: here SGLD's step (per chain),
+/// and no thermostat or MH acceptance, which SGLD does not have.
+#[test]
+fn kept_draws_carry_the_chains_state() {
+    let model = logistic_model(2_000);
+    let s = settings(5, 2, 300, 50, 3);
+    let (report, chains) = run_chains(
+        &model,
+        &s,
+        |c| 1e-4 * (c + 1) as f64,
+        || Box::new(Minibatch::new(&model, BatchSize::Count(100)).unwrap()),
+    );
+    let report = report.unwrap();
+    for (c, chain) in report.chains.iter().enumerate() {
+        assert_eq!(chain.draw_statistics.len(), chain.draws);
+        assert_eq!(chain.draws * model.dim(), chains[c].len());
+        for stats in &chain.draw_statistics {
+            assert_eq!(stats.step_size, Some(1e-4 * (c + 1) as f64));
+            assert_eq!(stats.thermostat, None);
+            assert_eq!(stats.accepted, None);
+        }
+    }
+}

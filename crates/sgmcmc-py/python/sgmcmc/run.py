@@ -91,7 +91,7 @@ def sample(
     interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
-    idata = _inference_data(result["draws"], result["names"], summary)
+    idata = _inference_data(result["draws"], result["names"], summary, result.get("sample_stats"))
     if summary.get("chains", 0) > 0 and not summary.get("summarised_chains"):
         raise SgmcmcError(
             "every chain diverged: there are no draws to summarise (the step is too large for "
@@ -183,9 +183,16 @@ def _follow(handle: Any, *, progress: bool, quiet: bool) -> bool:
             bar.close()
 
 
-def _inference_data(draws: list[np.ndarray], names: list[str], summary: dict[str, Any]) -> Any:
+def _inference_data(
+    draws: list[np.ndarray],
+    names: list[str],
+    summary: dict[str, Any],
+    stats: dict[str, list[np.ndarray]] | None = None,
+) -> Any:
     """The summarised chains (those that did not diverge, each truncated to the shortest, as in
-    the run's own summary) as ``posterior.theta`` with the parameter names as coordinate."""
+    the run's own summary) as ``posterior.theta`` with the parameter names as coordinate, and
+    the state at each of their draws as ``sample_stats`` (``step_size``; ``thermostat`` for
+    SGNHT, BADODAB and CCAdL; ``accepted`` for MH)."""
     import arviz as az
 
     kept = summary.get("summarised_chains") or list(range(len(draws)))
@@ -193,6 +200,11 @@ def _inference_data(draws: list[np.ndarray], names: list[str], summary: dict[str
     dim = len(names)
     shortest = min((draws[c].shape[0] for c in kept), default=0)
     theta = np.stack([draws[c][:shortest] for c in kept]) if kept else np.empty((0, 0, dim))
+    sample_stats = {
+        name: np.stack([np.asarray(per_chain[c])[:shortest] for c in kept])
+        for name, per_chain in (stats or {}).items()
+        if kept and all(len(per_chain[c]) >= shortest for c in kept)
+    }
     attrs = {
         "inference_library": "sgmcmc",
         "inference_library_version": _sgmcmc.__version__,
@@ -200,6 +212,7 @@ def _inference_data(draws: list[np.ndarray], names: list[str], summary: dict[str
     }
     idata = az.from_dict(
         posterior={"theta": theta},
+        sample_stats=sample_stats or None,
         coords={"chain": np.asarray(kept, dtype=np.int64), "theta_dim_0": list(names)},
         dims={"theta": ["theta_dim_0"]},
     )
@@ -280,4 +293,4 @@ def reference(
     _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
-    return _inference_data(result["draws"], result["names"], summary)
+    return _inference_data(result["draws"], result["names"], summary, result.get("sample_stats"))

@@ -40,6 +40,8 @@ pub struct MhKernel<'m> {
     log_prior: f64,
     score: Vec<f64>,
     stats: MhStatistics,
+    /// `stats.accepted` before the last step (so the draw knows whether it was accepted).
+    accepted_before: u64,
     /// Per-datum gradient evaluations since the start (without the estimator's extras).
     counted: u64,
 }
@@ -85,6 +87,7 @@ impl<'m> MhKernel<'m> {
                 Vec::new()
             },
             stats: MhStatistics::default(),
+            accepted_before: 0,
             counted: 0,
         })
     }
@@ -126,9 +129,11 @@ impl ChainKernel for MhKernel<'_> {
             final_temperature: self.temperature(),
             ..MhStatistics::default()
         };
+        self.accepted_before = 0;
     }
 
     fn step(&mut self, rng: &mut ChainRng) {
+        self.accepted_before = self.stats.accepted;
         self.stats.iterations += 1;
         let temperature = self.temperature();
         let estimator = self.estimator.as_deref_mut();
@@ -197,6 +202,13 @@ impl ChainKernel for MhKernel<'_> {
 
     fn statistics(&self) -> Option<SamplerStatistics> {
         Some(SamplerStatistics::Mh(self.stats.clone()))
+    }
+
+    fn draw_statistics(&self) -> crate::sampler::DrawStatistics {
+        crate::sampler::DrawStatistics {
+            accepted: Some(self.stats.accepted > self.accepted_before),
+            ..Default::default()
+        }
     }
 }
 

@@ -53,4 +53,8 @@ impl ChainKernel for PreconditionedKernel<'_> {
     fn statistics(&self) -> Option<SamplerStatistics> {
         self.inner.statistics()
     }
+
+    fn draw_statistics(&self) -> crate::sampler::DrawStatistics {
+        self.inner.draw_statistics()
+    }
 }

@@ -500,6 +500,7 @@ fn run_chain(
             divergence: None,
             interrupted: false,
             sampler_statistics: None,
+            draw_statistics: Vec::new(),
         },
     );
     Ok((report, draws))

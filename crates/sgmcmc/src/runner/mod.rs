@@ -87,6 +87,9 @@ pub struct ChainReport {
     /// The sampler's own counts ([`Sampler::statistics`]), e.g. an MH test's outcomes.
     #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub sampler_statistics: Option<crate::sampler::SamplerStatistics>,
+    /// Per kept draw, the chain's state ([`ChainKernel::draw_statistics`]); not in the summary.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub draw_statistics: Vec<crate::sampler::DrawStatistics>,
 }
 
 impl ChainReport {
@@ -262,10 +265,13 @@ struct Recorder<'w> {
     chain: usize,
     writer: Box<dyn ChainWriter + 'w>,
     progress: &'w dyn Progress,
+    /// Per kept draw, the kernel's [`ChainKernel::draw_statistics`].
+    statistics: Vec<crate::sampler::DrawStatistics>,
 }
 
 impl<K: ChainKernel + ?Sized> ChainObserver<K> for Recorder<'_> {
     fn kept(&mut self, kernel: &K) -> Result<(), SinkError> {
+        self.statistics.push(kernel.draw_statistics());
         self.writer.push(kernel.position())
     }
 
@@ -299,6 +305,10 @@ fn run_chain(
         chain: c,
         writer,
         progress,
+        statistics: Vec::with_capacity(match settings.budget {
+            Budget::Iterations(n) => n / settings.thin.max(1) + 1,
+            _ => 0,
+        }),
     };
     let outcome = drive_kernel(kernel.as_mut(), &mut rng, &init, &plan, &mut recorder, stop)
         .map_err(sink_err)?;
@@ -311,6 +321,7 @@ fn run_chain(
         divergence: outcome.divergence,
         interrupted: outcome.interrupted,
         sampler_statistics: kernel.statistics(),
+        draw_statistics: recorder.statistics,
     };
     progress.chain_finished(c, &report);
     Ok(report)

@@ -128,6 +128,10 @@ impl Sampler for Badodab {
         "badodab"
     }
 
+    fn thermostat_value(&self) -> Option<f64> {
+        Some(Badodab::thermostat(self))
+    }
+
     fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         self.alpha = self.settings.initial_thermostat;
         self.v.clear();

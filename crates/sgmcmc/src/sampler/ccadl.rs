@@ -228,6 +228,14 @@ impl Ccadl {
 }
 
 impl Sampler for Ccadl {
+    /// ξ for CCAdL; none for the SGHMC comparator, whose friction is constant.
+    fn thermostat_value(&self) -> Option<f64> {
+        match self.settings.scheme {
+            CcadlScheme::Ccadl => Some(Ccadl::thermostat(self)),
+            CcadlScheme::SghmcComparator => None,
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self.settings.scheme {
             CcadlScheme::Ccadl => "ccadl",

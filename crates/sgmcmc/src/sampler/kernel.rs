@@ -1,7 +1,7 @@
 //! [`ChainKernel`]: a self-contained Markov chain kernel (a sampler with its own gradient
 //! estimator, [`SamplerKernel`], or minibatch MH), the unit the runner starts and steps.
 
-use super::{Sampler, SamplerStatistics};
+use super::{DrawStatistics, Sampler, SamplerStatistics};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 use std::ops::DerefMut;
@@ -32,6 +32,11 @@ pub trait ChainKernel {
     /// [`crate::runner::Budget::GradientEvaluations`]; default 0).
     fn gradient_evaluations(&self) -> u64 {
         0
+    }
+    /// The state at the current draw for `sample_stats` (step, thermostat, MH acceptance);
+    /// nothing by default.
+    fn draw_statistics(&self) -> DrawStatistics {
+        DrawStatistics::default()
     }
     /// The kernel's own counts for the run summary (an MH test's outcomes).
     fn statistics(&self) -> Option<SamplerStatistics> {
@@ -97,5 +102,12 @@ where
     }
     fn statistics(&self) -> Option<SamplerStatistics> {
         self.sampler.statistics()
+    }
+    fn draw_statistics(&self) -> DrawStatistics {
+        DrawStatistics {
+            step_size: Some(self.sampler.step_size()),
+            thermostat: self.sampler.thermostat_value(),
+            accepted: None,
+        }
     }
 }

@@ -29,7 +29,7 @@ pub use schedule::{DEFAULT_GAMMA, Scheduled, StepSchedule};
 pub use sghmc::{Sghmc, SghmcOptions, SghmcSettings};
 pub use sgld::Sgld;
 pub use sgnht::{Sgnht, SgnhtSettings};
-pub use statistics::{MhStatistics, SamplerStatistics};
+pub use statistics::{DrawStatistics, MhStatistics, SamplerStatistics};
 
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
@@ -76,6 +76,11 @@ pub trait Sampler: Send {
     fn statistics(&self) -> Option<SamplerStatistics> {
         None
     }
+
+    /// The thermostat of a Nosé–Hoover scheme (SGNHT, BADODAB, CCAdL); `None` for the others.
+    fn thermostat_value(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// A boxed sampler is a sampler (so [`Scheduled`] can wrap a `Box<dyn Sampler>`).
@@ -116,6 +121,10 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
 
     fn statistics(&self) -> Option<SamplerStatistics> {
         (**self).statistics()
+    }
+
+    fn thermostat_value(&self) -> Option<f64> {
+        (**self).thermostat_value()
     }
 }
 

@@ -264,6 +264,10 @@ impl<S: Sampler> Sampler for Scheduled<S> {
     fn statistics(&self) -> Option<super::SamplerStatistics> {
         self.inner.statistics()
     }
+
+    fn thermostat_value(&self) -> Option<f64> {
+        self.inner.thermostat_value()
+    }
 }
 
 #[cfg(test)]

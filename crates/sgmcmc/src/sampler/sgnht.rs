@@ -101,6 +101,10 @@ impl Sampler for Sgnht {
         "sgnht"
     }
 
+    fn thermostat_value(&self) -> Option<f64> {
+        Some(Sgnht::thermostat(self))
+    }
+
     fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         self.alpha = self.settings.diffusion;
         self.v.clear();

@@ -13,6 +13,19 @@ pub enum SamplerStatistics {
     Mh(MhStatistics),
 }
 
+/// What a chain's state was at one kept draw, for ArviZ's `sample_stats`: the step the next
+/// iteration uses (a schedule changes it), the thermostat of the Nosé–Hoover schemes (SGNHT,
+/// BADODAB, CCAdL), and whether an MH proposal was accepted; `None` where the method has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DrawStatistics {
+    /// The sampler's step, in its own units ([`super::Sampler::step_size`]).
+    pub step_size: Option<f64>,
+    /// The thermostat ξ (or α).
+    pub thermostat: Option<f64>,
+    /// Whether the last MH proposal was accepted.
+    pub accepted: Option<bool>,
+}
+
 /// What an MH chain did: the counts that go into the run summary.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
