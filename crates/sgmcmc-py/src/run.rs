@@ -101,6 +101,8 @@ enum Job {
     Tune(pipeline::TuneMethod),
     /// The NUTS reference of the full-data posterior.
     Reference(sgmcmc::reference::NutsSettings),
+    /// Coreset MCMC (the coreset run file's tables).
+    Coreset(Box<sgmcmc_runfile::config::coreset::CoresetFile>),
     /// The KSD (and FSSD-opt) of given draws: per chain, flat draws × D.
     Stein {
         chains: Vec<Vec<f64>>,
@@ -154,7 +156,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -168,9 +170,15 @@ pub fn start_run(
     thin: usize,
     fssd: bool,
     nuts: Option<(usize, usize, usize, bool)>,
+    coreset: Option<&str>,
 ) -> PyResult<RunHandle> {
     let job = match job {
         "sample" => Job::Sample,
+        "coreset" => {
+            let file = serde_json::from_str(coreset.unwrap_or("{}"))
+                .map_err(|e| SgmcmcError::new_err(format!("coreset settings: {e}")))?;
+            Job::Coreset(Box::new(file))
+        }
         "reference" => {
             let (chains, warmup, draws, dense) = nuts.unwrap_or((4, 1000, 1000, false));
             let settings = sgmcmc::reference::NutsSettings {
@@ -222,6 +230,7 @@ pub fn start_run(
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     let chains = match &job {
         Job::Reference(n) => n.chains,
+        Job::Coreset(file) => file.coreset.chains,
         _ => cfg.run.chains,
     };
     let stop = Arc::new(AtomicBool::new(false));
@@ -299,6 +308,9 @@ fn run_source(
     out: Option<PathBuf>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
+    if let Job::Coreset(file) = &job {
+        return coreset(file, source, shared);
+    }
     match source {
         Source::RunFile => {
             let prepared = pipeline::prepare(&cfg);
@@ -363,6 +375,7 @@ fn execute(
             return stein(&prepared, &chains, thin, fssd);
         }
         Job::Reference(settings) => return reference(&prepared, &settings, shared),
+        Job::Coreset(_) => unreachable!("run_source runs coreset jobs before preparing a run"),
         Job::Sample => {}
     }
     let model = prepared.model();
@@ -415,6 +428,68 @@ fn execute(
         names: model.parameter_names(),
         summary: summary.to_string(),
         statistics,
+    })
+}
+
+/// Coreset MCMC on the file's settings over `source`'s model: the draws after training, and a
+/// summary with the coreset (points, weights), the hot start and the metric along the run.
+fn coreset(
+    file: &sgmcmc_runfile::config::coreset::CoresetFile,
+    source: Source,
+    shared: &Shared,
+) -> Result<Output, Failure> {
+    use pipeline::CoresetModel;
+    let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
+    let (outcome, callbacks) = match source {
+        Source::RunFile => (pipeline::run_coreset_file(file, &shared.stop), None),
+        Source::Arrays(ds) => (
+            pipeline::run_coreset(file, CoresetModel::Data(ds), &shared.stop),
+            None,
+        ),
+        Source::User {
+            model, callbacks, ..
+        } => (
+            pipeline::run_coreset(file, CoresetModel::External(Box::new(model)), &shared.stop),
+            Some(callbacks),
+        ),
+    };
+    if let Some(e) =
+        callbacks.and_then(|c| c.error.lock().unwrap_or_else(|e| e.into_inner()).take())
+    {
+        return Err(Failure::Callback(e));
+    }
+    let outcome = outcome.map_err(text)?;
+    let run = &outcome.run;
+    let dim = outcome.parameter_names.len();
+    let chains: Vec<&[f64]> = run.draws.iter().map(Vec::as_slice).collect();
+    let parameters = if chains.iter().all(|c| c.len() >= dim && dim > 0) {
+        sgmcmc::io::summarize_parameters(&outcome.parameter_names, &chains)
+    } else {
+        Vec::new()
+    };
+    let summary = serde_json::json!({
+        "method": "coreset",
+        "optimiser": outcome.optimiser,
+        "kernel": outcome.kernel,
+        "num_data": outcome.num_data,
+        "seconds": outcome.seconds,
+        "coreset": { "points": run.coreset.points, "weights": run.coreset.weights },
+        "hot_start_iteration": run.hot_start_iteration,
+        "hot_start_passed": run.hot_start_passed,
+        "optimiser_steps": run.optimiser_steps,
+        "iterations": run.iterations,
+        "metric": run.metric,
+        "stopped": run.stopped,
+        "chains": run.draws.len(),
+        "summarised_chains": (0..run.draws.len()).collect::<Vec<_>>(),
+        "parameters": parameters,
+    });
+    Ok(Output::Draws {
+        draws: outcome.run.draws,
+        dim,
+        names: outcome.parameter_names,
+        summary: summary.to_string(),
+        statistics: Vec::new(),
     })
 }
 

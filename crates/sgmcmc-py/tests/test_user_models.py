@@ -167,3 +167,24 @@ def test_minibatch_mh_on_a_user_model(small_logistic) -> None:
     m, s, e = moments(mine)
     z = (m - m0) / np.sqrt(s**2 / e + s0**2 / e0)
     assert np.all(np.abs(z) < 4.5), z
+
+
+def test_coreset_mcmc_on_builtin_and_user_models(small_logistic) -> None:
+    """Coreset MCMC with Hot DoG and the slice kernel: the same coreset (same seed) for the
+    built-in model and its JAX twin, weights learned (their sum near N), and posteriors that
+    agree with each other (means within 0.5 posterior sd) and with the full-data one (within
+    3 posterior sds: a 200-point coreset approximates it)."""
+    x, y, _ = small_logistic
+    settings = {"size": 200, "iterations": 1_500, "draws": 1_000, "seed": 1, "quiet": True}
+    builtin = sgmcmc.coreset(sgmcmc.models.Logistic(x, y), **settings)
+    mine = sgmcmc.coreset(jax_logistic(x, y), **settings)
+    a, b = sgmcmc.run_summary(builtin), sgmcmc.run_summary(mine)
+    assert a["optimiser"] == "Hot DoG" and a["kernel"] == "slice"
+    assert a["coreset"]["points"] == b["coreset"]["points"]
+    assert 0.5 * len(y) < sum(a["coreset"]["weights"]) < 1.5 * len(y)
+    full = sgmcmc.sample(sgmcmc.models.Logistic(x, y), iterations=2_000, progress=False, quiet=True)
+    m_full, s_full, _ = moments(full)
+    m_a, _, _ = moments(builtin)
+    m_b, _, _ = moments(mine)
+    assert np.all(np.abs(m_a - m_b) < 0.5 * s_full), (m_a, m_b)
+    assert np.all(np.abs(m_a - m_full) < 3 * s_full), (m_a, m_full)

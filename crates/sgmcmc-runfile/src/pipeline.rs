@@ -39,7 +39,7 @@ pub mod default_path;
 mod evaluation;
 mod tune;
 
-pub use coreset::{CoresetOutcome, run_coreset_file};
+pub use coreset::{CoresetModel, CoresetOutcome, run_coreset, run_coreset_file};
 pub use default_path::DefaultPathReport;
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,

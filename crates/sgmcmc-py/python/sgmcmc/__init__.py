@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import models
 from ._sgmcmc import SgmcmcError, __version__
+from .coreset import coreset
 from .run import load, reference, run_summary, sample
 from .settings import (
     BADODAB,
@@ -61,4 +62,5 @@ __all__ = [
     "ksd",
     "Discrepancy",
     "reference",
+    "coreset",
 ]

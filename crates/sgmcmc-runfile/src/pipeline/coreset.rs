@@ -94,7 +94,11 @@ pub fn run_coreset_file(
     cfg: &CoresetFile,
     stop: &AtomicBool,
 ) -> Result<CoresetOutcome, PipelineError> {
-    let c = &cfg.coreset;
+    check_evaluation(cfg)?;
+    run_coreset(cfg, CoresetModel::Data(load_data(&cfg.data)?), stop)
+}
+
+fn check_evaluation(cfg: &CoresetFile) -> Result<(), PipelineError> {
     if let Some(ev) = &cfg.evaluation
         && (ev.test_fraction.is_some() || ev.test.is_some() || ev.split.is_some())
     {
@@ -102,17 +106,57 @@ pub fn run_coreset_file(
             "[evaluation] of a coreset run takes only `reference` (no test split)".into(),
         ));
     }
-    let data = load_data(&cfg.data)?;
-    let labels = data.targets.clone();
+    Ok(())
+}
+
+/// The model of a coreset run: the `[model]` table over data, or one the caller built (the
+/// Python package's user models; `[model] kind = "external"`).
+pub enum CoresetModel {
+    /// Data for the `[model]` table (loaded from `[data]`, or handed over).
+    Data(sgmcmc::data::Dataset),
+    /// A model the caller built (slice and sampler kernels only).
+    External(Box<dyn Model>),
+}
+
+/// [`run_coreset_file`] on `source` instead of the `[data]` table.
+pub fn run_coreset(
+    cfg: &CoresetFile,
+    source: CoresetModel,
+    stop: &AtomicBool,
+) -> Result<CoresetOutcome, PipelineError> {
+    check_evaluation(cfg)?;
+    let c = &cfg.coreset;
     // The exact and Gibbs kernels need their models themselves; every other kernel any model.
     let (mut gaussian, mut sparse, mut boxed) = (None, None, None);
-    match c.kernel {
-        KernelConfig::ExactGaussian { .. } => {
-            gaussian = Some(build_gaussian_model(&cfg.model, data)?);
+    let labels = match source {
+        CoresetModel::Data(data) => {
+            let labels = data.targets.clone();
+            match c.kernel {
+                KernelConfig::ExactGaussian { .. } => {
+                    gaussian = Some(build_gaussian_model(&cfg.model, data)?);
+                }
+                KernelConfig::Gibbs => {
+                    sparse = Some(Arc::new(build_sparse_regression(&cfg.model, data)?));
+                }
+                _ => boxed = Some(build_model(&cfg.model, data)?),
+            }
+            labels
         }
-        KernelConfig::Gibbs => sparse = Some(Arc::new(build_sparse_regression(&cfg.model, data)?)),
-        _ => boxed = Some(build_model(&cfg.model, data)?),
-    }
+        CoresetModel::External(model) => {
+            if matches!(
+                c.kernel,
+                KernelConfig::ExactGaussian { .. } | KernelConfig::Gibbs
+            ) {
+                return Err(other(
+                    "[coreset] the exact Gaussian and Gibbs kernels need their built-in models; \
+                     a caller's model takes kernel = \"slice\" or \"sampler\""
+                        .into(),
+                ));
+            }
+            boxed = Some(model);
+            None
+        }
+    };
     let model: &dyn Model = match (&gaussian, &sparse, &boxed) {
         (Some(g), _, _) => g,
         (_, Some(s), _) => s.as_ref(),
