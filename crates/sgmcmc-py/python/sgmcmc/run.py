@@ -142,42 +142,46 @@ def _check_model(model: Any) -> None:
         )
 
 
-def _follow(handle: Any, *, progress: bool, quiet: bool) -> bool:
-    """Poll the run until it ends: messages, the progress bar; Ctrl-C sets the stop flag."""
+def _follow(handle: Any, *, progress: bool, quiet: bool, stoppable: bool = True) -> bool:
+    """Poll the run until it ends: messages, the progress bar. Ctrl-C sets the runner's stop
+    flag (the chains end at their next iteration and keep their draws) and returns whether it
+    did; a job that cannot stop early (``stoppable=False``: tuning, NUTS) re-raises it, and the
+    job goes on in the background until it ends."""
     bar = None
     interrupted = False
     try:
         while True:
             try:
                 done = handle.wait(0.1)
+                for line in handle.messages():
+                    if not quiet:
+                        print(line, file=sys.stderr)
+                chains = handle.progress()
+                if progress and bar is None and any(total > 0 for _, total, _ in chains):
+                    from tqdm.auto import tqdm
+
+                    bar = tqdm(
+                        total=sum(total for _, total, _ in chains),
+                        desc=f"sampling {len(chains)} chains",
+                        unit="it",
+                        unit_scale=True,
+                    )
+                if bar is not None:
+                    n = sum(d for d, _, _ in chains)
+                    if n != bar.n:
+                        bar.n = n
+                        bar.refresh()
+                    if all(finished for _, _, finished in chains):
+                        bar.close()
+                        bar = None
+                        progress = False
+                if done:
+                    return interrupted
             except KeyboardInterrupt:
+                if not stoppable:
+                    raise
                 handle.stop()
                 interrupted = True
-                continue
-            for line in handle.messages():
-                if not quiet:
-                    print(line, file=sys.stderr)
-            chains = handle.progress()
-            if progress and bar is None and any(total > 0 for _, total, _ in chains):
-                from tqdm.auto import tqdm
-
-                bar = tqdm(
-                    total=sum(total for _, total, _ in chains),
-                    desc=f"sampling {len(chains)} chains",
-                    unit="it",
-                    unit_scale=True,
-                )
-            if bar is not None:
-                n = sum(d for d, _, _ in chains)
-                if n != bar.n:
-                    bar.n = n
-                    bar.refresh()
-                if all(finished for _, _, finished in chains):
-                    bar.close()
-                    bar = None
-                    progress = False
-            if done:
-                return interrupted
     finally:
         if bar is not None:
             bar.close()
@@ -273,7 +277,7 @@ def reference(
     stochastic-gradient bias; the yardstick for the other samplers. ``dense_metric=True`` runs
     in the coordinates of the Laplace covariance. Returns ``InferenceData``; ``run_summary``
     gives each chain's step size, divergences and gradient evaluations. (Ctrl-C does not stop
-    it early.)"""
+    it early: the Ctrl-C is raised and NUTS goes on in the background until it ends.)"""
     _check_model(model)
     config, x, y, names, user = _model_config(model)
     config["run"] = _run_table(seed=seed)
@@ -290,7 +294,7 @@ def reference(
         False,
         (chains, warmup, draws, dense_metric),
     )
-    _follow(handle, progress=progress, quiet=quiet)
+    _follow(handle, progress=progress, quiet=quiet, stoppable=False)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
     return _inference_data(result["draws"], result["names"], summary, result.get("sample_stats"))

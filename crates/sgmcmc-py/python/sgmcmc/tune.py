@@ -131,7 +131,7 @@ def tune(
     }
     config["tune"] = {k: v for k, v in table.items() if v is not None}
     handle = _sgmcmc.start_run(json.dumps(config), x, y, names, None, user, method)
-    _follow(handle, progress=False, quiet=quiet)
+    _follow(handle, progress=False, quiet=quiet, stoppable=False)
     result = _result(handle, quiet=quiet)
     report = json.loads(result["report"])
     winner = json.loads(result["winner_config"])
