@@ -18,10 +18,11 @@
 //! elsewhere never blocks the others); rows of absent chains repeat a present row, so every call
 //! of a kind has the same shape and a chain's results do not depend on which other chains were in
 //! its call. Calls from outside a chain (the MAP search, full-data passes)
-//! go to Python alone, as K = 1. A callback that raises, or returns the wrong shape or
-//! non-finite values, is recorded (the first error wins), the run's stop flag is set, and the
-//! caller's outputs are filled with NaN, so the chain stops as diverged; the run then raises
-//! the recorded error.
+//! go to Python alone, as K = 1. A callback that raises, or returns the wrong shape, is
+//! recorded (the first error wins), the run's stop flag is set, and the caller's outputs are
+//! filled with NaN, so the chain stops as diverged; the run then raises the recorded error. A
+//! non-finite value is passed on: the chain that receives it diverges, as one whose state
+//! overflows does, and the first such value is reported with the run.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +79,9 @@ pub struct CallbackShared {
     pub error: Mutex<Option<PyErr>>,
     /// The run's stop flag.
     pub stop: Arc<AtomicBool>,
+    /// The first non-finite value a callback returned, and where: the chain that received it
+    /// diverges (as a chain whose state overflows does), and the run's messages name it.
+    pub non_finite: Mutex<Option<String>>,
 }
 
 impl CallbackShared {
@@ -536,13 +540,19 @@ impl CallbackModel {
                     .take(8)
                     .map(|v| format!("{v:.4e}"))
                     .collect();
-                return Err(SgmcmcError::new_err(format!(
+                let note = format!(
                     "model.{} returned {} at θ = [{}{}]",
                     kind.method(),
                     result[pos],
                     at.join(", "),
                     if d > 8 { ", ..." } else { "" }
-                )));
+                );
+                let mut first = self
+                    .shared
+                    .non_finite
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                first.get_or_insert(note);
             }
             Ok(())
         });

@@ -127,6 +127,8 @@ enum State {
 
 struct Shared {
     stop: Arc<AtomicBool>,
+    /// What the run has to say with its result (a user model's first non-finite value).
+    note: Mutex<Option<String>>,
     progress: Counters,
     messages: Mutex<Vec<String>>,
     state: Mutex<State>,
@@ -245,6 +247,7 @@ pub fn start_run(
             let callbacks = Arc::new(CallbackShared {
                 error: Mutex::new(None),
                 stop: Arc::clone(&stop),
+                non_finite: Mutex::new(None),
             });
             let model = CallbackModel::new(object, Arc::clone(&batcher), Arc::clone(&callbacks))?;
             Source::User {
@@ -266,6 +269,7 @@ pub fn start_run(
     };
     let shared = Arc::new(Shared {
         stop,
+        note: Mutex::new(None),
         progress: Counters::new(chains, batcher),
         messages: Mutex::new(Vec::new()),
         state: Mutex::new(State::Running),
@@ -340,9 +344,20 @@ fn run_source(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take();
-            match error {
-                Some(e) => Err(Failure::Callback(e)),
-                None => result,
+            let note = callbacks
+                .non_finite
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(note) = &note {
+                *shared.note.lock().unwrap_or_else(|e| e.into_inner()) = Some(note.clone());
+            }
+            match (error, result, note) {
+                (Some(e), _, _) => Err(Failure::Callback(e)),
+                (None, Err(Failure::Message(m)), Some(note)) => {
+                    Err(Failure::Message(format!("{m} ({note})")))
+                }
+                (None, result, _) => result,
             }
         }
     }
@@ -684,6 +699,15 @@ impl RunHandle {
             State::Running => unreachable!("waited for the end of the run"),
         };
         let dict = PyDict::new(py);
+        if let Some(note) = self
+            .shared
+            .note
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            dict.set_item("note", note)?;
+        }
         match output {
             Output::Report(report) => dict.set_item("report", report)?,
             Output::Draws {

@@ -68,3 +68,53 @@ def test_every_chain_diverged(small_logistic) -> None:
     y = x @ np.array([1.0, -1.0, 0.5])
     with pytest.raises(sgmcmc.SgmcmcError, match="every chain diverged"):
         run(sgmcmc.models.Linear(x, y), sgmcmc.SGLD(step_size=1.0), iterations=500)
+
+
+class Quartic(sgmcmc.models.UserModel):
+    """log π(θ) = −θ⁴/4: SGLD is stable near 0 and diverges from far out (step·3θ² > 2)."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=1, num_data=10)
+
+    def log_prior(self, theta):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return -0.25 * theta[:, 0] ** 4, -(theta**3)
+
+    def loglik_sum(self, theta, idx):
+        return np.zeros(theta.shape[0]), np.zeros_like(theta)
+
+    def loglik_each(self, theta, idx):
+        return np.zeros(idx.shape)
+
+    def grad_each(self, theta, idx):
+        return np.zeros((*idx.shape, theta.shape[1]))
+
+
+def test_a_diverged_chain_is_left_out_or_kept_with_its_divergence(tmp_path) -> None:
+    """Chain 1 starts far out and diverges at once, chain 0 does not: by default the posterior
+    holds chain 0 only (as the run summary) with a warning; with keep_diverged both chains, and
+    sample_stats.diverging marks where chain 1 ended."""
+    np.savetxt(tmp_path / "theta0.txt", np.array([[0.1], [50.0]]))
+    run = {
+        "chains": 2,
+        "iterations": 200,
+        "burn_in": 0,
+        "init": tmp_path / "theta0.txt",
+        "bias_check": False,
+        "progress": False,
+        "quiet": True,
+    }
+    with pytest.warns(UserWarning, match=r"chains \[1\] diverged"):
+        idata = sgmcmc.sample(Quartic(), sgmcmc.SGLD(step_size=1e-2), **run)
+    assert list(idata.posterior["chain"].values) == [0]
+    assert idata.posterior["theta"].shape == (1, 200, 1)
+    with pytest.warns(UserWarning, match="NaN after their last draw"):
+        kept = sgmcmc.sample(Quartic(), sgmcmc.SGLD(step_size=1e-2), keep_diverged=True, **run)
+    theta = kept.posterior["theta"].values
+    diverging = kept.sample_stats["diverging"].values
+    assert theta.shape[:2] == diverging.shape == (2, 200)
+    assert not diverging[0].any() and np.isfinite(theta[0]).all()
+    ended = int(np.argmax(diverging[1]))
+    assert diverging[1].sum() == 1 and np.isnan(theta[1, ended:]).all()
+    assert np.isfinite(theta[1, :ended]).all()
+    np.testing.assert_array_equal(theta[0], idata.posterior["theta"].values[0])

@@ -45,6 +45,7 @@ def sample(
     preconditioner: str | None = None,
     bias_check: bool | None = None,
     out: str | os.PathLike[str] | None = None,
+    keep_diverged: bool = False,
     progress: bool = True,
     quiet: bool = False,
 ) -> Any:
@@ -55,7 +56,9 @@ def sample(
     argument left at ``None`` takes the run file's default (``[run]`` table: seed 0, 4 chains,
     10,000 iterations, ...). With ``out``, the draws stream to ``out/draws.zarr`` and the summary
     goes to ``out/summary.json``, as with ``sgmcmc run``. Ctrl-C stops the chains and returns the
-    draws made so far (with a warning).
+    draws made so far (with a warning). Chains that diverged are left out of the posterior, as
+    the run's summary leaves them out (with a warning); ``keep_diverged=True`` keeps every chain,
+    NaN after its last draw, with ``sample_stats.diverging`` marking where it diverged.
     """
     _check_model(model)
     if sampler is not None and not isinstance(sampler, Sampler):
@@ -91,19 +94,23 @@ def sample(
     interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
-    idata = _inference_data(result["draws"], result["names"], summary, result.get("sample_stats"))
+    note = f" ({result['note']})" if result.get("note") else ""
     if summary.get("chains", 0) > 0 and not summary.get("summarised_chains"):
         raise SgmcmcError(
             "every chain diverged: there are no draws to summarise (the step is too large for "
             "this posterior; try a smaller step, control variates, or the default path: leave "
-            "out the sampler)"
+            f"out the sampler){note}"
         )
+    idata = _inference_data(
+        result["draws"], result["names"], summary, result.get("sample_stats"), keep_diverged
+    )
     if summary.get("diverged_chains"):
-        warnings.warn(
-            f"chains {summary['diverged_chains']} diverged; the posterior holds the other chains "
-            "(the run summary's)",
-            stacklevel=2,
+        held = (
+            "the posterior keeps them, NaN after their last draw (sample_stats.diverging)"
+            if keep_diverged
+            else "the posterior holds the other chains (the run summary's)"
         )
+        warnings.warn(f"chains {summary['diverged_chains']} diverged{note}; {held}", stacklevel=2)
     if interrupted or summary.get("interrupted"):
         warnings.warn(
             "interrupted: sampling stopped early; the draws so far are returned",
@@ -192,23 +199,52 @@ def _inference_data(
     names: list[str],
     summary: dict[str, Any],
     stats: dict[str, list[np.ndarray]] | None = None,
+    keep_diverged: bool = False,
 ) -> Any:
     """The summarised chains (those that did not diverge, each truncated to the shortest, as in
     the run's own summary) as ``posterior.theta`` with the parameter names as coordinate, and
     the state at each of their draws as ``sample_stats`` (``step_size``; ``thermostat`` for
-    SGNHT, BADODAB and CCAdL; ``accepted`` for MH)."""
+    SGNHT, BADODAB and CCAdL; ``accepted`` for MH). With ``keep_diverged``, every chain instead,
+    padded with NaN after its last draw, and ``sample_stats.diverging`` True at the draw where a
+    chain diverged (one row is added when that chain is the longest)."""
     import arviz as az
 
-    kept = summary.get("summarised_chains") or list(range(len(draws)))
-    kept = [c for c in kept if c < len(draws)]
     dim = len(names)
-    shortest = min((draws[c].shape[0] for c in kept), default=0)
-    theta = np.stack([draws[c][:shortest] for c in kept]) if kept else np.empty((0, 0, dim))
-    sample_stats = {
-        name: np.stack([np.asarray(per_chain[c])[:shortest] for c in kept])
-        for name, per_chain in (stats or {}).items()
-        if kept and all(len(per_chain[c]) >= shortest for c in kept)
-    }
+    stats = stats or {}
+    if keep_diverged:
+        kept = list(range(len(draws)))
+        diverged = set(summary.get("diverged_chains") or [])
+        lengths = [d.shape[0] for d in draws]
+        length = max(lengths, default=0)
+        if any(lengths[c] == length for c in diverged):
+            length += 1
+        theta = np.full((len(kept), length, dim), np.nan)
+        diverging = np.zeros((len(kept), length), dtype=bool)
+        sample_stats: dict[str, np.ndarray] = {}
+        for name, per_chain in stats.items():
+            fill = False if np.asarray(per_chain[0]).dtype == bool else np.nan
+            sample_stats[name] = np.full(
+                (len(kept), length), fill, dtype=np.asarray(per_chain[0]).dtype
+            )
+        for c, chain in enumerate(draws):
+            theta[c, : lengths[c]] = chain
+            if c in diverged:
+                diverging[c, lengths[c]] = True
+            for name, per_chain in stats.items():
+                values = np.asarray(per_chain[c])[: lengths[c]]
+                sample_stats[name][c, : len(values)] = values
+        sample_stats["diverging"] = diverging
+    else:
+        kept = [
+            c for c in (summary.get("summarised_chains") or range(len(draws))) if c < len(draws)
+        ]
+        shortest = min((draws[c].shape[0] for c in kept), default=0)
+        theta = np.stack([draws[c][:shortest] for c in kept]) if kept else np.empty((0, 0, dim))
+        sample_stats = {
+            name: np.stack([np.asarray(per_chain[c])[:shortest] for c in kept])
+            for name, per_chain in stats.items()
+            if kept and all(len(per_chain[c]) >= shortest for c in kept)
+        }
     attrs = {
         "inference_library": "sgmcmc",
         "inference_library_version": _sgmcmc.__version__,
