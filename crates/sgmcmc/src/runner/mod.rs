@@ -197,6 +197,9 @@ impl RunSettings {
 /// Iterations between progress reports.
 const PROGRESS_EVERY: usize = 4096;
 
+/// Draw statistics reserved per chain up front (the rest grow as draws come).
+const DRAW_STATISTICS_RESERVE: usize = 4096;
+
 /// Run `settings.chains` chains in parallel. `make_chain(c, rng)` builds chain c, drawing any
 /// randomness it needs (e.g. an initial point) from the chain's own stream `rng`, which the
 /// chain then continues to use. Draws go to `sink`; a diverging chain is stopped and reported
@@ -305,8 +308,10 @@ fn run_chain(
         chain: c,
         writer,
         progress,
+        // Room for the first draws' statistics only: a budget may be far larger than the
+        // draws a run keeps before it is stopped.
         statistics: Vec::with_capacity(match settings.budget {
-            Budget::Iterations(n) => n / settings.thin.max(1) + 1,
+            Budget::Iterations(n) => (n / settings.thin.max(1) + 1).min(DRAW_STATISTICS_RESERVE),
             _ => 0,
         }),
     };
