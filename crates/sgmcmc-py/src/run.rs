@@ -174,6 +174,8 @@ pub fn start_run(
     nuts: Option<(usize, usize, usize, bool)>,
     coreset: Option<&str>,
 ) -> PyResult<RunHandle> {
+    let cfg: Config = serde_json::from_str(config_json)
+        .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     let job = match job {
         "sample" => Job::Sample,
         "coreset" => {
@@ -187,7 +189,7 @@ pub fn start_run(
                 chains,
                 warmup,
                 draws,
-                seed: cfg_seed(config_json),
+                seed: cfg.run.seed,
                 dense_laplace_metric: dense,
                 ..sgmcmc::reference::NutsSettings::default()
             };
@@ -227,8 +229,6 @@ pub fn start_run(
             )));
         }
     };
-    let cfg: Config = serde_json::from_str(config_json)
-        .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     let chains = match &job {
         Job::Reference(n) => n.chains,
@@ -508,11 +508,6 @@ fn coreset(
     })
 }
 
-/// The run file's seed (`[run] seed`, default 0) from its JSON form.
-fn cfg_seed(config_json: &str) -> u64 {
-    serde_json::from_str::<Config>(config_json).map_or(0, |c| c.run.seed)
-}
-
 /// NUTS (nuts-rs) on the full-data posterior: the draws, and the summary with each chain's
 /// step size, divergences and gradient evaluations.
 fn reference(
@@ -756,37 +751,38 @@ fn sample_stats<'py>(
     py: Python<'py>,
     statistics: &[Vec<sgmcmc::sampler::DrawStatistics>],
 ) -> PyResult<Bound<'py, PyDict>> {
+    use sgmcmc::sampler::DrawStatistics;
+    /// One array per chain of `get` at each draw, `missing` where a draw has none; `None` if
+    /// no draw has it.
+    fn per_chain<'py, T: numpy::Element + Copy>(
+        py: Python<'py>,
+        statistics: &[Vec<DrawStatistics>],
+        get: impl Fn(&DrawStatistics) -> Option<T>,
+        missing: T,
+    ) -> Option<Vec<Bound<'py, PyArray1<T>>>> {
+        statistics
+            .iter()
+            .flatten()
+            .any(|s| get(s).is_some())
+            .then(|| {
+                statistics
+                    .iter()
+                    .map(|c| {
+                        let v: Vec<T> = c.iter().map(|s| get(s).unwrap_or(missing)).collect();
+                        PyArray1::from_vec(py, v)
+                    })
+                    .collect()
+            })
+    }
     let stats = PyDict::new(py);
-    let all = || statistics.iter().flatten();
-    if all().any(|s| s.step_size.is_some()) {
-        let per_chain: Vec<_> = statistics
-            .iter()
-            .map(|c| {
-                let v: Vec<f64> = c.iter().map(|s| s.step_size.unwrap_or(f64::NAN)).collect();
-                PyArray1::from_vec(py, v)
-            })
-            .collect();
-        stats.set_item("step_size", per_chain)?;
+    if let Some(a) = per_chain(py, statistics, |s| s.step_size, f64::NAN) {
+        stats.set_item("step_size", a)?;
     }
-    if all().any(|s| s.thermostat.is_some()) {
-        let per_chain: Vec<_> = statistics
-            .iter()
-            .map(|c| {
-                let v: Vec<f64> = c.iter().map(|s| s.thermostat.unwrap_or(f64::NAN)).collect();
-                PyArray1::from_vec(py, v)
-            })
-            .collect();
-        stats.set_item("thermostat", per_chain)?;
+    if let Some(a) = per_chain(py, statistics, |s| s.thermostat, f64::NAN) {
+        stats.set_item("thermostat", a)?;
     }
-    if all().any(|s| s.accepted.is_some()) {
-        let per_chain: Vec<_> = statistics
-            .iter()
-            .map(|c| {
-                let v: Vec<bool> = c.iter().map(|s| s.accepted.unwrap_or(false)).collect();
-                PyArray1::from_vec(py, v)
-            })
-            .collect();
-        stats.set_item("accepted", per_chain)?;
+    if let Some(a) = per_chain(py, statistics, |s| s.accepted, false) {
+        stats.set_item("accepted", a)?;
     }
     Ok(stats)
 }
