@@ -788,7 +788,8 @@ fn sample_stats<'py>(
 }
 
 /// The draws of a Zarr store written by `sgmcmc run` (or `sample(..., out=...)`):
-/// `{"draws": [array (draws, D) per chain], "names": [...]}`.
+/// `{"draws": [array (draws, D) per chain], "names": [...], "sample_stats": {...}}` (the
+/// statistics as `sample_stats` gives them; empty when the store has none).
 #[pyfunction]
 #[pyo3(signature = (path, variable="theta"))]
 pub fn read_store<'py>(
@@ -796,8 +797,13 @@ pub fn read_store<'py>(
     path: PathBuf,
     variable: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let stored = py
-        .detach(|| sgmcmc::io::read_draws(&path, variable))
+    let (stored, statistics) = py
+        .detach(|| {
+            Ok::<_, sgmcmc::io::SinkError>((
+                sgmcmc::io::read_draws(&path, variable)?,
+                sgmcmc::io::read_draw_statistics(&path)?,
+            ))
+        })
         .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     let dict = PyDict::new(py);
     let mut chains = Vec::with_capacity(stored.chains.len());
@@ -807,5 +813,6 @@ pub fn read_store<'py>(
     }
     dict.set_item("draws", chains)?;
     dict.set_item("names", stored.parameter_names)?;
+    dict.set_item("sample_stats", sample_stats(py, &statistics)?)?;
     Ok(dict)
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 import arviz as az
 import numpy as np
 import pytest
+import xarray as xr
 
 import sgmcmc
 
@@ -144,9 +145,10 @@ def test_default_path_from_python(small_logistic, tmp_path: Path) -> None:
     assert np.allclose(got.std(axis=0), want.std(axis=0), rtol=0.15)
 
 
-def test_sample_stats(small_logistic) -> None:
+def test_sample_stats(small_logistic, tmp_path: Path) -> None:
     """sample_stats holds the state at each draw: the scheduled step (ε₁ = the step, then
-    decreasing), SGNHT's thermostat, and MH's acceptances, which add up to the run's own count."""
+    decreasing), SGNHT's thermostat, and MH's acceptances, which add up to the run's own count;
+    the store written with ``out`` holds the same, for ``load`` and for xarray."""
     x, y, _ = small_logistic
     model = sgmcmc.models.Logistic(x, y)
     run = {
@@ -171,9 +173,23 @@ def test_sample_stats(small_logistic) -> None:
     assert np.isfinite(sgnht.sample_stats["thermostat"].values).all()
     assert "thermostat" not in scheduled.sample_stats
     mh = sgmcmc.sample(
-        model, sgmcmc.MH(proposal={"kind": "random_walk", "sd": 0.02}, batch_size=500), **run
+        model,
+        sgmcmc.MH(proposal={"kind": "random_walk", "sd": 0.02}, batch_size=500),
+        out=tmp_path / "mh",
+        **run,
     )
     accepted = mh.sample_stats["accepted"].values
     counts = [c["sampler_statistics"] for c in sgmcmc.run_summary(mh)["run"]["chains"]]
     assert [int(a.sum()) for a in accepted] == [c["accepted"] for c in counts]
     assert 0 < accepted.mean() < 1
+    loaded = sgmcmc.load(tmp_path / "mh")
+    np.testing.assert_array_equal(loaded.posterior["theta"].values, mh.posterior["theta"].values)
+    assert set(loaded.sample_stats.data_vars) == set(mh.sample_stats.data_vars)
+    np.testing.assert_array_equal(loaded.sample_stats["accepted"].values, accepted)
+    assert sgmcmc.run_summary(loaded) == sgmcmc.run_summary(mh)
+    tree = xr.open_datatree(tmp_path / "mh" / "draws.zarr", engine="zarr")
+    np.testing.assert_array_equal(tree["sample_stats"]["accepted"].values, accepted)
+    sgnht_out = sgmcmc.sample(model, sgmcmc.SGNHT(step_size=1e-6), out=tmp_path / "sgnht", **run)
+    stored = sgmcmc.load(tmp_path / "sgnht").sample_stats
+    for name in ("step_size", "thermostat"):
+        np.testing.assert_array_equal(stored[name].values, sgnht_out.sample_stats[name].values)

@@ -109,7 +109,13 @@ def test_a_diverged_chain_is_left_out_or_kept_with_its_divergence(tmp_path) -> N
     assert list(idata.posterior["chain"].values) == [0]
     assert idata.posterior["theta"].shape == (1, 200, 1)
     with pytest.warns(UserWarning, match="NaN after their last draw"):
-        kept = sgmcmc.sample(Quartic(), sgmcmc.SGLD(step_size=1e-2), keep_diverged=True, **run)
+        kept = sgmcmc.sample(
+            Quartic(),
+            sgmcmc.SGLD(step_size=1e-2),
+            keep_diverged=True,
+            out=tmp_path / "run",
+            **run,
+        )
     theta = kept.posterior["theta"].values
     diverging = kept.sample_stats["diverging"].values
     assert theta.shape[:2] == diverging.shape == (2, 200)
@@ -118,3 +124,10 @@ def test_a_diverged_chain_is_left_out_or_kept_with_its_divergence(tmp_path) -> N
     assert diverging[1].sum() == 1 and np.isnan(theta[1, ended:]).all()
     assert np.isfinite(theta[1, :ended]).all()
     np.testing.assert_array_equal(theta[0], idata.posterior["theta"].values[0])
+    # The stored run reads back either way, as sample returned it.
+    stored = sgmcmc.load(tmp_path / "run", keep_diverged=True)
+    np.testing.assert_array_equal(stored.posterior["theta"].values, theta)
+    np.testing.assert_array_equal(stored.sample_stats["diverging"].values, diverging)
+    np.testing.assert_array_equal(
+        sgmcmc.load(tmp_path / "run").posterior["theta"].values, idata.posterior["theta"].values
+    )

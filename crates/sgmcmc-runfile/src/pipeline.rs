@@ -1095,6 +1095,12 @@ fn execute_keeping_draws(
     };
     let report = runner::run_until(&settings, make_chain, sink, progress, stop)?;
     if let Some(z) = zarr {
+        let statistics: Vec<&[_]> = report
+            .chains
+            .iter()
+            .map(|c| c.draw_statistics.as_slice())
+            .collect();
+        z.write_draw_statistics(&statistics)?;
         z.finalize()?;
     }
 

@@ -248,7 +248,7 @@ def _inference_data(
     attrs = {
         "inference_library": "sgmcmc",
         "inference_library_version": _sgmcmc.__version__,
-        "sgmcmc_summary": json.dumps(summary),
+        **({"sgmcmc_summary": json.dumps(summary)} if summary else {}),
     }
     idata = az.from_dict(
         posterior={"theta": theta},
@@ -268,11 +268,13 @@ def run_summary(idata: Any) -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def load(path: str | os.PathLike[str]) -> Any:
+def load(path: str | os.PathLike[str], *, keep_diverged: bool = False) -> Any:
     """Draws written by ``sgmcmc run`` or ``sample(..., out=...)`` (the output directory or its
-    ``draws.zarr``) as ``InferenceData``; a ``summary.json`` beside them goes into the attrs."""
-    import arviz as az
-
+    ``draws.zarr``) as ``InferenceData``, with the ``sample_stats`` stored beside them. With the
+    run's ``summary.json`` beside the store, the chains are chosen as ``sample`` chooses them
+    (the summarised chains, or every chain with ``keep_diverged``) and the summary goes into the
+    attrs, so ``load(out)`` equals what ``sample(..., out=out)`` returned; without it, every
+    chain, truncated to the shortest."""
     path = os.fspath(path)
     store = (
         os.path.join(path, "draws.zarr")
@@ -281,20 +283,13 @@ def load(path: str | os.PathLike[str]) -> Any:
     )
     stored = _sgmcmc.read_store(store)
     summary_path = os.path.join(os.path.dirname(os.path.abspath(store)), "summary.json")
-    attrs: dict[str, Any] = {"inference_library": "sgmcmc"}
+    summary: dict[str, Any] = {}
     if os.path.isfile(summary_path):
         with open(summary_path) as f:
-            attrs["sgmcmc_summary"] = f.read()
-    chains = stored["draws"]
-    shortest = min((c.shape[0] for c in chains), default=0)
-    theta = np.stack([c[:shortest] for c in chains]) if chains else np.empty((0, 0, 0))
-    idata = az.from_dict(
-        posterior={"theta": theta},
-        coords={"theta_dim_0": list(stored["names"])},
-        dims={"theta": ["theta_dim_0"]},
+            summary = json.load(f)
+    return _inference_data(
+        stored["draws"], stored["names"], summary, stored["sample_stats"], keep_diverged
     )
-    idata.posterior.attrs.update(attrs)
-    return idata
 
 
 def reference(

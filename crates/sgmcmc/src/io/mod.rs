@@ -9,4 +9,4 @@ pub mod zarr;
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
 #[cfg(feature = "zarr")]
-pub use zarr::{StoredDraws, ZarrSink, read_draws};
+pub use zarr::{StoredDraws, ZarrSink, read_draw_statistics, read_draws};

@@ -10,6 +10,10 @@
 //! <path>/posterior/<variable>_dim_0     string coordinate: the parameter names (`vlen-utf8`;
 //!                                       int64 0..dim when no names are given)
 //! <path>/posterior/draw                 int64 coordinate 0..max draws (written by `finalize`)
+//! <path>/sample_stats/<statistic>       per draw, (chain, draw): `step_size`, `thermostat`
+//!                                       (float64, fill NaN), `accepted` (bool, fill false); only
+//!                                       those some draw has ([`ZarrSink::write_draw_statistics`],
+//!                                       at the end of a run); `chain`, `draw` coordinates beside
 //! ```
 //!
 //! Open it from Python with
@@ -37,6 +41,7 @@ use zarrs::metadata_ext::group::consolidated_metadata::{
 use zarrs::node::Node;
 
 use super::sink::{ChainWriter, DrawSink, SinkError};
+use crate::sampler::DrawStatistics;
 
 /// Target size of one chunk of the draws array.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -46,6 +51,27 @@ const MAX_CHUNK_DRAWS: usize = 4096;
 const COORD_CHUNK: u64 = 1 << 17;
 /// Value of the `inference_library` attribute; also marks stores this module may overwrite.
 const LIBRARY: &str = "sgmcmc";
+
+/// A float statistic of `sample_stats`: its array's name and its field of [`DrawStatistics`].
+struct FloatStatistic {
+    name: &'static str,
+    get: fn(&DrawStatistics) -> Option<f64>,
+    set: fn(&mut DrawStatistics, f64),
+}
+
+/// The float statistics that the store holds (`accepted`, a bool, is handled beside them).
+const FLOAT_STATISTICS: [FloatStatistic; 2] = [
+    FloatStatistic {
+        name: "step_size",
+        get: |s| s.step_size,
+        set: |s, v| s.step_size = Some(v),
+    },
+    FloatStatistic {
+        name: "thermostat",
+        get: |s| s.thermostat,
+        set: |s, v| s.thermostat = Some(v),
+    },
+];
 
 /// A [`DrawSink`] writing a Zarr v3 store in the ArviZ `InferenceData` layout (see the module docs).
 #[derive(Debug)]
@@ -109,11 +135,11 @@ impl ZarrSink {
         }
 
         let chain_values: Vec<i64> = (0..chains as i64).collect();
-        write_coordinate(&root, &store, "chain", &chain_values)?;
+        write_coordinate(&root, &store, "posterior", "chain", &chain_values)?;
         let dim_name = format!("{variable}_dim_0");
         if parameter_names.is_empty() {
             let dim_values: Vec<i64> = (0..dim as i64).collect();
-            write_coordinate(&root, &store, &dim_name, &dim_values)?;
+            write_coordinate(&root, &store, "posterior", &dim_name, &dim_values)?;
         } else {
             write_name_coordinate(&root, &store, &dim_name, parameter_names)?;
         }
@@ -181,7 +207,7 @@ impl ZarrSink {
         write_array_meta(&self.root, &array)?;
 
         let draw_values: Vec<i64> = (0..max_draws as i64).collect();
-        write_coordinate(&self.root, &self.store, "draw", &draw_values)?;
+        write_coordinate(&self.root, &self.store, "posterior", "draw", &draw_values)?;
 
         // Consolidate from what is on disk, through a fresh store (no cached handles).
         let store = Arc::new(
@@ -196,6 +222,113 @@ impl ZarrSink {
             kind: ConsolidatedMetadataKind::Inline,
         }));
         write_group_meta(&self.root, &root_group)
+    }
+
+    /// Writes each chain's state at its kept draws (the runner's
+    /// [`crate::runner::ChainReport::draw_statistics`]) as the group `sample_stats`: one
+    /// `(chain, draw)` array per statistic that some draw has, padded after a chain's last draw
+    /// (NaN, or false for `accepted`); the group's `draws_per_chain` attribute holds each chain's
+    /// length. Call it before [`finalize`](Self::finalize), whose consolidated metadata then
+    /// lists the group. No statistic at all writes nothing.
+    pub fn write_draw_statistics(&self, statistics: &[&[DrawStatistics]]) -> Result<(), SinkError> {
+        if statistics.len() != self.chains {
+            return Err(SinkError::InvalidConfig(format!(
+                "draw statistics for {} chains in a store of {}",
+                statistics.len(),
+                self.chains
+            )));
+        }
+        let has =
+            |get: &dyn Fn(&DrawStatistics) -> bool| statistics.iter().any(|c| c.iter().any(get));
+        let floats: Vec<&FloatStatistic> = FLOAT_STATISTICS
+            .iter()
+            .filter(|f| has(&|s| (f.get)(s).is_some()))
+            .collect();
+        let accepted = has(&|s| s.accepted.is_some());
+        if floats.is_empty() && !accepted {
+            return Ok(());
+        }
+        let lengths: Vec<usize> = statistics.iter().map(|c| c.len()).collect();
+        let extent = lengths.iter().copied().max().unwrap_or(0);
+        let mut attrs = arviz_attrs();
+        attrs.insert("draws_per_chain".into(), json!(lengths));
+        let group = GroupBuilder::new()
+            .attributes(attrs)
+            .build(self.store.clone(), "/sample_stats")
+            .map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        write_group_meta(&self.root, &group)?;
+        let chain_values: Vec<i64> = (0..self.chains as i64).collect();
+        write_coordinate(
+            &self.root,
+            &self.store,
+            "sample_stats",
+            "chain",
+            &chain_values,
+        )?;
+        let draw_values: Vec<i64> = (0..extent as i64).collect();
+        write_coordinate(
+            &self.root,
+            &self.store,
+            "sample_stats",
+            "draw",
+            &draw_values,
+        )?;
+
+        for f in floats {
+            self.write_statistic(f.name, extent, data_type::float64(), f64::NAN, |c| {
+                let mut v: Vec<f64> = statistics[c]
+                    .iter()
+                    .map(|s| (f.get)(s).unwrap_or(f64::NAN))
+                    .collect();
+                v.resize(extent, f64::NAN);
+                v
+            })?;
+        }
+        if accepted {
+            self.write_statistic("accepted", extent, data_type::bool(), false, |c| {
+                let mut v: Vec<bool> = statistics[c]
+                    .iter()
+                    .map(|s| s.accepted.unwrap_or(false))
+                    .collect();
+                v.resize(extent, false);
+                v
+            })?;
+        }
+        Ok(())
+    }
+
+    /// One `(chain, draw)` array `sample_stats/<name>`, one chunk per chain (`row(c)`, of
+    /// length `extent`).
+    fn write_statistic<T: zarrs::array::Element + Copy>(
+        &self,
+        name: &str,
+        extent: usize,
+        data_type: zarrs::array::DataType,
+        fill: T,
+        row: impl Fn(usize) -> Vec<T>,
+    ) -> Result<(), SinkError>
+    where
+        zarrs::array::FillValue: From<T>,
+    {
+        let err = |e: String| zarr_err(&self.root, e);
+        let array = ArrayBuilder::new(
+            vec![self.chains as u64, extent as u64],
+            vec![1, extent.max(1) as u64],
+            data_type,
+            zarrs::array::FillValue::from(fill),
+        )
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some(["chain", "draw"]))
+        .build(self.store.clone(), &format!("/sample_stats/{name}"))
+        .map_err(|e| err(e.to_string()))?;
+        if extent > 0 {
+            for c in 0..self.chains {
+                array
+                    .store_chunk(&[c as u64, 0], row(c))
+                    .map_err(|e| err(e.to_string()))?;
+            }
+        }
+        write_array_meta(&self.root, &array)
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -410,10 +543,11 @@ fn arviz_attrs() -> Map<String, Value> {
     attrs
 }
 
-/// Writes a one-dimensional int64 coordinate array `posterior/<name>` (dimension `name`).
+/// Writes a one-dimensional int64 coordinate array `<group>/<name>` (dimension `name`).
 fn write_coordinate(
     root: &Path,
     store: &Arc<FilesystemStore>,
+    group: &str,
     name: &str,
     values: &[i64],
 ) -> Result<(), SinkError> {
@@ -422,7 +556,7 @@ fn write_coordinate(
     let array = ArrayBuilder::new(vec![len], vec![chunk], data_type::int64(), 0i64)
         .array_to_bytes_codec(Arc::new(BytesCodec::little()))
         .dimension_names(Some([name]))
-        .build(store.clone(), &format!("/posterior/{name}"))
+        .build(store.clone(), &format!("/{group}/{name}"))
         .map_err(|e| zarr_err(root, e.to_string()))?;
     let mut bytes = Vec::with_capacity(chunk as usize * 8);
     for (i, part) in values.chunks(chunk as usize).enumerate() {
@@ -475,15 +609,17 @@ fn write_group_meta(root: &Path, group: &Group<FilesystemStore>) -> Result<(), S
         GroupMetadata::V2(m) => serde_json::to_value(m),
     }
     .map_err(|e| zarr_err(root, e.to_string()))?;
-    named_codecs(&mut value);
+    readable_consolidated(&mut value);
     let json = serde_json::to_vec_pretty(&value).map_err(|e| zarr_err(root, e.to_string()))?;
     write_atomic(&meta_path(root, group.path().as_str()), &json)
 }
 
-/// Writes every codec of the consolidated metadata as `{"name": …}`: zarrs abbreviates a
-/// codec without configuration (`vlen-utf8`) to its bare name there, which zarr-python (and so
-/// xarray) rejects ("Expected dict, got str"); the arrays' own metadata already has the object.
-fn named_codecs(group: &mut serde_json::Value) {
+/// Makes the consolidated metadata readable by zarr-python (and so xarray): every codec is
+/// written as `{"name": …}` (zarrs abbreviates a codec without configuration, `vlen-utf8`, to
+/// its bare name there, which zarr-python rejects: "Expected dict, got str"; the arrays' own
+/// metadata already has the object), and a group's entry comes before its members' (zarr-python
+/// nests the entries in the order listed and otherwise reports the members as missing).
+fn readable_consolidated(group: &mut serde_json::Value) {
     let Some(entries) = group
         .pointer_mut("/consolidated_metadata/metadata")
         .and_then(|m| m.as_object_mut())
@@ -499,6 +635,9 @@ fn named_codecs(group: &mut serde_json::Value) {
             }
         }
     }
+    let mut sorted: Vec<(String, Value)> = std::mem::take(entries).into_iter().collect();
+    sorted.sort_by(|(a, _), (b, _)| (a.matches('/').count(), a).cmp(&(b.matches('/').count(), b)));
+    entries.extend(sorted);
 }
 
 fn meta_path(root: &Path, node_path: &str) -> PathBuf {
@@ -645,6 +784,65 @@ pub fn read_draws(path: &Path, variable: &str) -> Result<StoredDraws, SinkError>
     })
 }
 
+/// Each chain's state at its draws, as written by [`ZarrSink::write_draw_statistics`] (each
+/// chain as long as the group's `draws_per_chain` says); an empty list per chain when the store
+/// has no `sample_stats` (a run that recorded none, or a store from before they were written).
+pub fn read_draw_statistics(path: &Path) -> Result<Vec<Vec<DrawStatistics>>, SinkError> {
+    use zarrs::array::ArraySubset;
+    let err = |m: String| zarr_err(path, m);
+    let store = Arc::new(FilesystemStore::new(path).map_err(|e| err(e.to_string()))?);
+    let Ok(group) = Group::open(store.clone(), "/sample_stats") else {
+        return Ok(Vec::new());
+    };
+    let lengths: Vec<usize> = group
+        .attributes()
+        .get("draws_per_chain")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .ok_or_else(|| err("sample_stats has no draws_per_chain attribute".into()))?;
+    let mut out: Vec<Vec<DrawStatistics>> = lengths
+        .iter()
+        .map(|&n| vec![DrawStatistics::default(); n])
+        .collect();
+    let extent = lengths.iter().copied().max().unwrap_or(0);
+    let open = |name: &str| -> Result<Option<Array<FilesystemStore>>, SinkError> {
+        let Ok(array) = Array::open(store.clone(), &format!("/sample_stats/{name}")) else {
+            return Ok(None);
+        };
+        if array.shape() != [lengths.len() as u64, extent as u64] {
+            return Err(err(format!(
+                "sample_stats/{name} has shape {:?}, expected ({}, {extent})",
+                array.shape(),
+                lengths.len()
+            )));
+        }
+        Ok(Some(array))
+    };
+    let whole = ArraySubset::new_with_shape(vec![lengths.len() as u64, extent as u64]);
+    for f in &FLOAT_STATISTICS {
+        if let Some(array) = open(f.name)? {
+            let values: Vec<f64> = array
+                .retrieve_array_subset(&whole)
+                .map_err(|e| err(e.to_string()))?;
+            for (c, chain) in out.iter_mut().enumerate() {
+                for (j, s) in chain.iter_mut().enumerate() {
+                    (f.set)(s, values[c * extent + j]);
+                }
+            }
+        }
+    }
+    if let Some(array) = open("accepted")? {
+        let values: Vec<bool> = array
+            .retrieve_array_subset(&whole)
+            .map_err(|e| err(e.to_string()))?;
+        for (c, chain) in out.iter_mut().enumerate() {
+            for (j, s) in chain.iter_mut().enumerate() {
+                s.accepted = Some(values[c * extent + j]);
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -721,6 +919,55 @@ mod tests {
         );
         let wrong = read_draws(&path, "beta").unwrap_err();
         assert!(wrong.to_string().contains("posterior/beta"), "{wrong}");
+    }
+
+    /// The per-draw statistics read back as written (chains of different lengths, a statistic
+    /// only some draws have), are listed in the consolidated metadata, and a store without them
+    /// reads as no statistics.
+    #[test]
+    fn draw_statistics_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.zarr");
+        let sink = ZarrSink::create(&path, 3, 1, "theta", &[], None).unwrap();
+        write_chains(&sink, &[4, 0, 2], 1);
+        assert!(read_draw_statistics(&path).unwrap().is_empty());
+        let stat = |j: usize| DrawStatistics {
+            step_size: Some(0.1 / (j + 1) as f64),
+            thermostat: j.is_multiple_of(2).then_some(j as f64 - 1.5),
+            accepted: Some(j.is_multiple_of(3)),
+        };
+        let chains: Vec<Vec<DrawStatistics>> = [4, 0, 2]
+            .iter()
+            .map(|&n| (0..n).map(stat).collect())
+            .collect();
+        let views: Vec<&[DrawStatistics]> = chains.iter().map(Vec::as_slice).collect();
+        let wrong = sink.write_draw_statistics(&views[..2]).unwrap_err();
+        assert!(wrong.to_string().contains("2 chains"), "{wrong}");
+        sink.write_draw_statistics(&views).unwrap();
+        sink.finalize().unwrap();
+        let back = read_draw_statistics(&path).unwrap();
+        // A thermostat that some draws lack reads back as NaN there.
+        for (c, (got, want)) in back.iter().zip(&chains).enumerate() {
+            assert_eq!(got.len(), want.len(), "chain {c}");
+            for (g, w) in got.iter().zip(want) {
+                assert_eq!(g.step_size, w.step_size);
+                assert_eq!(g.accepted, w.accepted);
+                match w.thermostat {
+                    Some(t) => assert_eq!(g.thermostat, Some(t)),
+                    None => assert!(g.thermostat.unwrap().is_nan()),
+                }
+            }
+        }
+        let root: Value =
+            serde_json::from_slice(&fs::read(path.join("zarr.json")).unwrap()).unwrap();
+        let listed = root.pointer("/consolidated_metadata/metadata").unwrap();
+        for key in [
+            "sample_stats",
+            "sample_stats/step_size",
+            "sample_stats/accepted",
+        ] {
+            assert!(listed.get(key).is_some(), "{key} not consolidated");
+        }
     }
 
     #[test]
