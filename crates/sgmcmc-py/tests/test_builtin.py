@@ -15,15 +15,17 @@ import xarray as xr
 import sgmcmc
 
 
-def test_same_draws_as_the_cli(tmp_path: Path, small_logistic, cli: Path) -> None:
+@pytest.mark.parametrize("scheme", ["uniform", "block"])
+def test_same_draws_as_the_cli(tmp_path: Path, small_logistic, cli: Path, scheme: str) -> None:
     """Arrays in memory, the same data as .npy files, and `sgmcmc run` on a run file with the
-    same settings give bit-identical draws."""
+    same settings give bit-identical draws, with uniform and with block minibatches (whose
+    random row order comes from the seed)."""
     x, y, _ = small_logistic
     np.save(tmp_path / "X.npy", x)
     np.save(tmp_path / "y.npy", y)
     settings = {"chains": 3, "iterations": 1_500, "burn_in": 200, "thin": 2, "seed": 11}
     sampler = sgmcmc.SGHMC(step_size=1e-5, inner_steps=3)
-    gradient = sgmcmc.ControlVariates(batch_size=500)
+    gradient = sgmcmc.ControlVariates(batch_size=500, scheme=scheme)
     from_arrays = sgmcmc.sample(
         sgmcmc.models.Logistic(x, y, prior_variance=5.0),
         sampler,
@@ -53,13 +55,14 @@ inner_steps = 3
 [gradient]
 estimator = "control_variates"
 batch_size = 500
+scheme = "SCHEME"
 [run]
 chains = 3
 iterations = 1_500
 burn_in = 200
 thin = 2
 seed = 11
-"""
+""".replace("SCHEME", scheme)
     )
     subprocess.run(
         [str(cli), "run", str(tmp_path / "run.toml"), "--out", str(tmp_path / "cli")],
@@ -72,6 +75,15 @@ seed = 11
     assert np.isfinite(a).all()
     np.testing.assert_array_equal(a, from_files.posterior["theta"].values)
     np.testing.assert_array_equal(a, from_cli.posterior["theta"].values)
+    if scheme == "block":
+        uniform = sgmcmc.sample(
+            sgmcmc.models.Logistic(x, y, prior_variance=5.0),
+            sampler,
+            sgmcmc.ControlVariates(batch_size=500),
+            progress=False,
+            **settings,
+        )
+        assert not np.array_equal(a, uniform.posterior["theta"].values), "the scheme was ignored"
     assert list(from_arrays.posterior["theta_dim_0"].values) == list(
         from_cli.posterior["theta_dim_0"].values
     )

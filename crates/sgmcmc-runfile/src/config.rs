@@ -1137,6 +1137,31 @@ mod tests {
         assert!(e.contains("shedule"), "{e}");
     }
 
+    /// `scheme` reads "uniform" (the default) or "block", names a bad value, and refuses
+    /// `with_replacement` beside blocks.
+    #[test]
+    fn minibatch_scheme_parses() {
+        use sgmcmc::estimator::MinibatchScheme;
+        let sgld = "kind = \"sgld\"\nstep_size = 1e-3";
+        let cfg = parse(sgld, "scheme = \"block\"").unwrap();
+        assert_eq!(cfg.gradient().scheme, MinibatchScheme::Block);
+        let cfg = parse(sgld, "").unwrap();
+        assert_eq!(cfg.gradient().scheme, MinibatchScheme::Uniform);
+        let e = parse(sgld, "scheme = \"blocks\"").unwrap_err().to_string();
+        assert!(e.contains("blocks") && e.contains("block"), "{e}");
+        let both = parse(sgld, "scheme = \"block\"\nwith_replacement = true").unwrap();
+        let model = sgmcmc::model::GaussianModel::new(
+            sgmcmc::data::Features::F64(
+                sgmcmc::data::Matrix::from_vec(vec![0.0, 1.0], 2, 1).unwrap(),
+            ),
+            &[1.0],
+            1.0,
+        )
+        .unwrap();
+        let e = both.gradient().check(&model).unwrap_err().to_string();
+        assert!(e.contains("with_replacement") && e.contains("block"), "{e}");
+    }
+
     #[test]
     fn compatibility_switches_parse() {
         let cfg = parse(

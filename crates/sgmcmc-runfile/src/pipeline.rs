@@ -554,7 +554,12 @@ pub fn build_chain_kernel<'m>(
     };
     Ok(match (sampler, estimator) {
         (Some(sampler), Some(estimator)) => Box::new(SamplerKernel::new(sampler, estimator)),
-        (_, estimator) => Box::new(method.build_mh(model, estimator).map_err(sampler_table)?),
+        (_, estimator) => Box::new(
+            method
+                .build_mh(model, estimator)
+                .map_err(sampler_table)?
+                .with_scheme(cfg.gradient().scheme),
+        ),
     })
 }
 

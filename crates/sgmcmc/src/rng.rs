@@ -18,6 +18,9 @@ pub mod streams {
     pub const SHARED_INIT: u64 = (1 << 20) + 1;
     /// Stream of the bias check (its surrogate's subsample).
     pub const BIAS_CHECK: u64 = (1 << 20) + 2;
+    /// Stream of the random row order that block minibatches read
+    /// ([`crate::data::Dataset::shuffled`]).
+    pub const ROW_ORDER: u64 = (1 << 20) + 3;
 }
 
 /// The independent stream number `stream` derived from the user `seed`.

@@ -323,7 +323,7 @@ fn measure(
         estimator: kind,
         batch_size: BatchSize::Fraction(BATCH_FRACTION),
         update_rate: None,
-        with_replacement: false,
+        ..EstimatorSettings::default()
     };
     let mut units = Vec::new();
     let mut seed_stream = 0;

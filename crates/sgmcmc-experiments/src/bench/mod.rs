@@ -2,7 +2,8 @@
 //! the memory bound of the same access pattern.
 //!
 //! Per iteration at batch n and d features, the gradient reads n random rows (d values each,
-//! which touch ⌈row bytes / 64⌉ or one more cache lines depending on alignment) from DRAM; the
+//! which touch ⌈row bytes / 64⌉ or one more cache lines depending on alignment) from DRAM, or
+//! with block minibatches (`--scheme block`) n consecutive rows (n·row bytes, streamed); the
 //! labels (1 byte each, N bytes in all) and the index permutation stay in cache. It does
 //! n·(2d + 2d) FLOPs for the dot products and the gradient update, plus one exp per row (counted
 //! as 20 FLOPs). Two bounds are reported: the sequential-bandwidth bound (measured read
@@ -20,7 +21,7 @@ mod matrix;
 mod pmf;
 
 use sgmcmc::data::{Dataset, Features, Matrix, synthetic};
-use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch, Subsampler};
+use sgmcmc::estimator::{BatchSize, GradientEstimator, Minibatch, MinibatchScheme, Subsampler};
 use sgmcmc::io::SinkError;
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::optim::find_map;
@@ -106,10 +107,14 @@ pub struct BenchArgs {
     /// Feature storage precisions to measure: f64, f32 (comma-separated).
     #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', default_values_t = [String::from("f64"), String::from("f32")]))]
     precision: Vec<String>,
+    /// Minibatch schemes to measure: uniform (random rows), block (contiguous rows from a
+    /// random offset, of the rows in a random order) (comma-separated).
+    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', default_values_t = [String::from("uniform"), String::from("block")]))]
+    scheme: Vec<String>,
     /// Instead: every sampler x every estimator (minibatch, control variates at the MAP, SVRG)
     /// at batch 1 % of N, f64 storage, one chain on one thread, with the bare estimator's cost
     /// and each sampler's cost per estimate relative to SGLD.
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["batches", "precision"]))]
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["batches", "precision", "scheme"]))]
     matrix: bool,
     /// With --matrix: only these samplers (labels as printed, comma-separated); SGLD, the
     /// reference, is always measured.
@@ -118,7 +123,7 @@ pub struct BenchArgs {
     /// Instead: seconds per IMQ KSD (V-statistic) of 1,000 x 10, 5,000 x 10 and 1,000 x 100
     /// draws on all cores, with FLOPs and the faer GEMM peak, and the cost per draw of
     /// full-batch scores on the synthetic logistic data (--rows x --dim).
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["matrix", "batches", "precision", "samplers"]))]
+    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["matrix", "batches", "precision", "scheme", "samplers"]))]
     ksd: bool,
     /// With --ksd: tile rows of the KSD (default: the library's).
     #[cfg_attr(feature = "cli", arg(long, requires = "ksd"))]
@@ -283,18 +288,26 @@ fn to_f32(data: &Dataset) -> Dataset {
     }
 }
 
-/// Gather-only loop over the same rows: the memory bound of the access pattern.
-fn gather_rate(features: &Features, n_batch: usize, seconds: f64, repeats: usize) -> f64 {
+/// Read-only loop over the same rows (index draws included): the memory bound of the access
+/// pattern (a gather of random rows, or a stream of blocks).
+fn gather_rate(
+    features: &Features,
+    n_batch: usize,
+    scheme: MinibatchScheme,
+    seconds: f64,
+    repeats: usize,
+) -> f64 {
     let mut sub = Subsampler::new(features.rows());
+    sub.set_scheme(scheme);
     let mut rng = stream(99, 0);
     let mut acc = 0.0f64;
     let r = match features {
         Features::F64(m) => rate(seconds, repeats, || {
-            let b = sub.draw(n_batch, &mut rng);
+            let b = sub.batch(n_batch, &mut rng);
             acc += sgmcmc::data::gather_sum(m, b);
         }),
         Features::F32(m) => rate(seconds, repeats, || {
-            let b = sub.draw(n_batch, &mut rng);
+            let b = sub.batch(n_batch, &mut rng);
             acc += sgmcmc::data::gather_sum(m, b);
         }),
     };
@@ -302,13 +315,31 @@ fn gather_rate(features: &Features, n_batch: usize, seconds: f64, repeats: usize
     r
 }
 
-/// Index sampling alone (partial Fisher–Yates), per batch.
-fn index_rate(rows: usize, n_batch: usize, seconds: f64, repeats: usize) -> f64 {
+/// Index drawing alone (partial Fisher–Yates, or a block's indices), per batch.
+fn index_rate(
+    rows: usize,
+    n_batch: usize,
+    scheme: MinibatchScheme,
+    seconds: f64,
+    repeats: usize,
+) -> f64 {
     let mut sub = Subsampler::new(rows);
+    sub.set_scheme(scheme);
     let mut rng = stream(98, 0);
     rate(seconds, repeats, || {
-        black_box(sub.draw(n_batch, &mut rng));
+        black_box(sub.batch(n_batch, &mut rng));
     })
+}
+
+/// A `--scheme` value.
+fn parse_scheme(name: &str) -> Result<MinibatchScheme> {
+    match name {
+        "uniform" => Ok(MinibatchScheme::Uniform),
+        "block" => Ok(MinibatchScheme::Block),
+        _ => Err(BenchError::Setting(format!(
+            "--scheme: unknown scheme {name:?} (use uniform and/or block)"
+        ))),
+    }
 }
 
 /// `sgmcmc bench`.
@@ -342,6 +373,11 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
             )));
         }
     }
+    let schemes = args
+        .scheme
+        .iter()
+        .map(|s| parse_scheme(s))
+        .collect::<Result<Vec<_>>>()?;
     if args.batches.iter().any(|&b| b == 0 || b > args.rows) {
         return Err(BenchError::Setting(format!(
             "--batches: every batch size must be in 1..={}",
@@ -359,20 +395,23 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
     let (data64, _) = synthetic::logistic_regression(args.rows, args.dim, 20_211_118);
     let bandwidth = sequential_bandwidth(&data64.features, args.repeats);
     println!(
-        "memory: sequential read of the {:.0} MB feature matrix: {:.2} GB/s; the bound columns below are a \
-         gather-only loop over the same random rows (index draws included)",
+        "memory: sequential read of the {:.0} MB feature matrix: {:.2} GB/s (one thread, 8 \
+         accumulators); the read-only columns below sum the same rows as the sampler reads \
+         (index draws included): random rows (uniform) or blocks of the rows in a random \
+         order (block)",
         (args.rows * args.dim * 8) as f64 / 1e6,
         bandwidth / 1e9
     );
     let mut map_theta = None;
     println!(
-        "{:<5} {:>7} {:>11} {:>7} {:>12} {:>9} {:>11} {:>9} {:>10} {:>8} {:>12}",
+        "{:<5} {:<7} {:>7} {:>11} {:>7} {:>12} {:>9} {:>11} {:>9} {:>10} {:>8} {:>12}",
         "prec",
+        "scheme",
         "batch",
         "SGLD it/s",
         "ns/row",
-        "gather it/s",
-        "of gather",
+        "read it/s",
+        "of read",
         "seq-bw it/s",
         "of seq-bw",
         "DRAM MB/it",
@@ -380,67 +419,88 @@ pub fn bench(args: &BenchArgs) -> Result<()> {
         "index-only/s"
     );
     for p in &args.precision {
-        let data = if p == "f32" {
-            to_f32(&data64)
-        } else {
-            clone_dataset(&data64)
-        };
-        let model = Glm::new(data, Bernoulli, NormalPrior::new(10.0)?, false)?;
-        let theta0 = match &map_theta {
-            Some(t) => t,
-            None => {
-                map_theta = Some(
-                    find_map(&model, &vec![0.0; model.dim()], &LbfgsOptions::default())?.theta,
+        for &scheme in &schemes {
+            let data = if p == "f32" {
+                to_f32(&data64)
+            } else {
+                clone_dataset(&data64)
+            };
+            // Blocks read the rows in a random order, as the run file's pipeline arranges.
+            let data = match scheme {
+                MinibatchScheme::Block => data.shuffled(1),
+                MinibatchScheme::Uniform => data,
+            };
+            let model = Glm::new(data, Bernoulli, NormalPrior::new(10.0)?, false)?;
+            let theta0 = match &map_theta {
+                Some(t) => t,
+                None => {
+                    map_theta = Some(
+                        find_map(&model, &vec![0.0; model.dim()], &LbfgsOptions::default())?.theta,
+                    );
+                    map_theta.as_ref().expect("just set")
+                }
+            };
+            for &n in &args.batches {
+                let mut est = Minibatch::new(&model, BatchSize::Count(n))?.with_scheme(scheme);
+                let mut sgld = Sgld::new(StepSize::Langevin(1e-8), 1.0)?;
+                let mut rng = stream(1, 0);
+                let it_s = chain_rate(
+                    &mut sgld,
+                    &mut est,
+                    &mut rng,
+                    theta0,
+                    args.seconds,
+                    args.repeats,
+                )?;
+                let gather = gather_rate(model.features(), n, scheme, args.seconds, args.repeats);
+                let idx = index_rate(args.rows, n, scheme, args.seconds, args.repeats);
+                let elem = if p == "f32" { 4 } else { 8 };
+                let row_bytes = args.dim * elem;
+                // A random row fetches every cache line it touches (on average over its offset
+                // i·row_bytes); a block streams exactly n rows. Only these come from DRAM: the
+                // u8 label array (N bytes) and the permutation buffer stay in cache.
+                let dram_bytes = match scheme {
+                    MinibatchScheme::Uniform => {
+                        let lines: f64 = (0..64)
+                            .map(|i| ((i * row_bytes) % 64 + row_bytes).div_ceil(64) as f64)
+                            .sum::<f64>()
+                            / 64.0;
+                        n as f64 * lines * 64.0
+                    }
+                    MinibatchScheme::Block => (n * row_bytes) as f64,
+                };
+                let seq_bound = bandwidth / dram_bytes;
+                let flops = n as f64 * (4.0 * args.dim as f64 + 20.0);
+                println!(
+                    "{:<5} {:<7} {:>7} {:>11.0} {:>7.1} {:>12.0} {:>8.0}% {:>11.0} {:>8.0}% {:>10.3} {:>8.2} {:>12.0}",
+                    p,
+                    if scheme == MinibatchScheme::Block {
+                        "block"
+                    } else {
+                        "uniform"
+                    },
+                    n,
+                    it_s,
+                    1e9 / (it_s * n as f64),
+                    gather,
+                    100.0 * it_s / gather,
+                    seq_bound,
+                    100.0 * it_s / seq_bound,
+                    dram_bytes / 1e6,
+                    flops * it_s / 1e9,
+                    idx
                 );
-                map_theta.as_ref().expect("just set")
+                black_box(est.cost_per_estimate());
             }
-        };
-        for &n in &args.batches {
-            let mut est = Minibatch::new(&model, BatchSize::Count(n))?;
-            let mut sgld = Sgld::new(StepSize::Langevin(1e-8), 1.0)?;
-            let mut rng = stream(1, 0);
-            let it_s = chain_rate(
-                &mut sgld,
-                &mut est,
-                &mut rng,
-                theta0,
-                args.seconds,
-                args.repeats,
-            )?;
-            let gather = gather_rate(model.features(), n, args.seconds, args.repeats);
-            let idx = index_rate(args.rows, n, args.seconds, args.repeats);
-            let elem = if p == "f32" { 4 } else { 8 };
-            let row_bytes = args.dim * elem;
-            // Average cache lines a row of `row_bytes` at offset i·row_bytes touches. Only these come
-            // from DRAM: the u8 label array (N bytes) and the permutation buffer stay in cache.
-            let lines: f64 = (0..64)
-                .map(|i| ((i * row_bytes) % 64 + row_bytes).div_ceil(64) as f64)
-                .sum::<f64>()
-                / 64.0;
-            let dram_bytes = n as f64 * lines * 64.0;
-            let seq_bound = bandwidth / dram_bytes;
-            let flops = n as f64 * (4.0 * args.dim as f64 + 20.0);
-            println!(
-                "{:<5} {:>7} {:>11.0} {:>7.1} {:>12.0} {:>8.0}% {:>11.0} {:>8.0}% {:>10.3} {:>8.2} {:>12.0}",
-                p,
-                n,
-                it_s,
-                1e9 / (it_s * n as f64),
-                gather,
-                100.0 * it_s / gather,
-                seq_bound,
-                100.0 * it_s / seq_bound,
-                dram_bytes / 1e6,
-                flops * it_s / 1e9,
-                idx
-            );
-            black_box(est.cost_per_estimate());
         }
     }
     Ok(())
 }
 
-/// Bytes/s of a sequential pass summing every value of the matrix (median of `repeats`).
+/// Bytes/s of one thread's sequential pass summing every value of the matrix into 8
+/// independent accumulators (so that the adds, not the memory, never set the pace; one
+/// accumulator's dependent adds would cap it near 8 bytes per add latency); median of
+/// `repeats`.
 fn sequential_bandwidth(features: &Features, repeats: usize) -> f64 {
     let Features::F64(m) = features else {
         unreachable!("synthetic data are f64")
@@ -449,7 +509,15 @@ fn sequential_bandwidth(features: &Features, repeats: usize) -> f64 {
     let rates = (0..repeats.max(1))
         .map(|_| {
             let t = Instant::now();
-            black_box(data.iter().sum::<f64>());
+            let mut acc = [0.0f64; 8];
+            let chunks = data.chunks_exact(8);
+            let rest: f64 = chunks.remainder().iter().sum();
+            for c in chunks {
+                for (a, v) in acc.iter_mut().zip(c) {
+                    *a += v;
+                }
+            }
+            black_box(acc.iter().sum::<f64>() + rest);
             std::mem::size_of_val(data) as f64 / t.elapsed().as_secs_f64()
         })
         .collect();

@@ -160,20 +160,26 @@ class Gradient:
 @dataclass(frozen=True)
 class Minibatch(Gradient):
     """The standard estimator: the prior gradient plus N/n times a minibatch's likelihood
-    gradients. ``batch_size``: a count (int) or a fraction of N (float in (0, 1])."""
+    gradients. ``batch_size``: a count (int) or a fraction of N (float in (0, 1]).
+    ``scheme``: ``"uniform"`` (default; n random rows) or ``"block"`` (n contiguous rows from
+    a random offset, read at memory bandwidth; a built-in model's rows are put in a random
+    order once first; a user model's rows are used in the order given, so shuffle them)."""
 
     estimator: ClassVar[str] = "minibatch"
     batch_size: int | float | None = None
     with_replacement: bool | None = None
+    scheme: str | None = None
 
 
 @dataclass(frozen=True)
 class ControlVariates(Gradient):
-    """Control variates centred at the MAP (Baker et al. 2019)."""
+    """Control variates centred at the MAP (Baker et al. 2019); ``scheme`` as for
+    ``Minibatch``."""
 
     estimator: ClassVar[str] = "control_variates"
     batch_size: int | float | None = None
     with_replacement: bool | None = None
+    scheme: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,7 @@ class SVRG(Gradient):
     batch_size: int | float | None = None
     update_rate: int | None = None
     with_replacement: bool | None = None
+    scheme: str | None = None
 
 
 @dataclass(frozen=True)

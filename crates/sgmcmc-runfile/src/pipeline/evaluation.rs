@@ -15,8 +15,9 @@
 use super::{PipelineError, build_model, load_data};
 use crate::config::{Config, DataConfig, EvaluationConfig, ModelConfig, SplitKind};
 use serde::Serialize;
-use sgmcmc::data::{Dataset, Element, Features, Matrix};
+use sgmcmc::data::{Dataset, Features};
 use sgmcmc::diagnostics::accuracy::{self, AccuracyError, PredictiveMetrics};
+use sgmcmc::estimator::MinibatchScheme;
 use sgmcmc::model::{Bernoulli, Family, Model, Poisson, Predictive};
 use sgmcmc::reference::ReferenceMoments;
 use std::path::PathBuf;
@@ -221,37 +222,16 @@ pub fn test_rows(
     })
 }
 
-fn gather<T: Element>(m: &Matrix<T>, rows: &[usize]) -> Matrix<T> {
-    let mut v = Vec::with_capacity(rows.len() * m.cols());
-    for &i in rows {
-        v.extend_from_slice(m.row(i));
-    }
-    Matrix::from_vec(v, rows.len(), m.cols()).expect("rows × cols by construction")
-}
-
 /// Split a data set into (training, test) by the ascending 0-based `test` rows; the training
 /// part keeps every other row, in order. Both are copies.
 pub fn split_dataset(data: &Dataset, test: &[usize]) -> (Dataset, Dataset) {
     let mut is_test = vec![false; data.rows()];
     test.iter().for_each(|&i| is_test[i] = true);
     let train: Vec<usize> = (0..data.rows()).filter(|&i| !is_test[i]).collect();
-    let part = |rows: &[usize], label: &str| Dataset {
-        features: match &data.features {
-            Features::F64(m) => Features::F64(gather(m, rows)),
-            Features::F32(m) => Features::F32(gather(m, rows)),
-        },
-        targets: data
-            .targets
-            .as_ref()
-            .map(|t| rows.iter().map(|&i| t[i]).collect()),
-        feature_names: data.feature_names.clone(),
-        features_source: format!("{} ({label})", data.features_source),
-        targets_source: data
-            .targets_source
-            .as_ref()
-            .map(|s| format!("{s} ({label})")),
-    };
-    (part(&train, "training rows"), part(test, "test rows"))
+    (
+        data.select_rows(&train, "training rows"),
+        data.select_rows(test, "test rows"),
+    )
 }
 
 /// Load `[evaluation.test]`: a LIBSVM file gets the training column count unless
@@ -293,12 +273,23 @@ pub fn prepare_data(cfg: &Config, data: Dataset) -> Result<Prepared, PipelineErr
     prepare_with(cfg, move || Ok(data))
 }
 
+/// The training rows as the estimators read them: in a random order (from the run's seed)
+/// when `[gradient] scheme = "block"`, so that each contiguous block is a random sample; as
+/// given otherwise.
+fn training_order(cfg: &Config, data: Dataset) -> Dataset {
+    if cfg.gradient().scheme == MinibatchScheme::Block {
+        data.shuffled(cfg.run.seed)
+    } else {
+        data
+    }
+}
+
 fn prepare_with(
     cfg: &Config,
     load: impl FnOnce() -> Result<Dataset, PipelineError>,
 ) -> Result<Prepared, PipelineError> {
     let Some(ev) = &cfg.evaluation else {
-        let data = load()?;
+        let data = training_order(cfg, load()?);
         return Ok(Prepared {
             model: RunModel::Plain(build_model(&cfg.model, data)?),
             evaluation: None,
@@ -362,6 +353,7 @@ fn prepare_with(
         (data, None, String::new())
     };
 
+    let train = training_order(cfg, train);
     let (model, test) = match test_data {
         None => (RunModel::Plain(build_model(&cfg.model, train)?), None),
         Some(test) => {

@@ -107,4 +107,47 @@ impl Dataset {
     pub fn cols(&self) -> usize {
         self.features.cols()
     }
+
+    /// A copy holding the given 0-based `rows` (features and targets), in that order; `label`
+    /// is appended to the sources' names for error messages (e.g. "training rows").
+    /// Panics if a row is out of range.
+    pub fn select_rows(&self, rows: &[usize], label: &str) -> Dataset {
+        fn gather<T: Element>(m: &Matrix<T>, rows: &[usize]) -> Matrix<T> {
+            let mut v = Vec::with_capacity(rows.len() * m.cols());
+            for &i in rows {
+                v.extend_from_slice(m.row(i));
+            }
+            Matrix::from_vec(v, rows.len(), m.cols()).expect("rows × cols by construction")
+        }
+        Dataset {
+            features: match &self.features {
+                Features::F64(m) => Features::F64(gather(m, rows)),
+                Features::F32(m) => Features::F32(gather(m, rows)),
+            },
+            targets: self
+                .targets
+                .as_ref()
+                .map(|t| rows.iter().map(|&i| t[i]).collect()),
+            feature_names: self.feature_names.clone(),
+            features_source: format!("{} ({label})", self.features_source),
+            targets_source: self
+                .targets_source
+                .as_ref()
+                .map(|s| format!("{s} ({label})")),
+        }
+    }
+
+    /// The rows in a uniformly random order (a Fisher–Yates shuffle from the stream `seed`),
+    /// as an in-memory copy: what contiguous-block minibatches
+    /// ([`crate::estimator::MinibatchScheme::Block`]) read. A model's posterior does not
+    /// depend on the order of its rows.
+    pub fn shuffled(&self, seed: u64) -> Dataset {
+        use rand::seq::SliceRandom;
+        let mut order: Vec<usize> = (0..self.rows()).collect();
+        order.shuffle(&mut crate::rng::stream(
+            seed,
+            crate::rng::streams::ROW_ORDER,
+        ));
+        self.select_rows(&order, "rows shuffled")
+    }
 }

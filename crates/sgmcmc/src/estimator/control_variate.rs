@@ -116,6 +116,13 @@ impl<'m> ControlVariates<'m> {
         self.subsampler.set_with_replacement(on);
         self
     }
+
+    /// Draw minibatches by `scheme` ([`super::MinibatchScheme`]; contiguous blocks read the
+    /// rows at bandwidth).
+    pub fn with_scheme(mut self, scheme: super::MinibatchScheme) -> Self {
+        self.subsampler.set_scheme(scheme);
+        self
+    }
 }
 
 impl GradientEstimator for ControlVariates<'_> {

@@ -12,7 +12,7 @@ mod svrg;
 pub use control_variate::ControlVariates;
 pub use full_data::{FullBatch, FullDataEvaluator};
 pub use minibatch::Minibatch;
-pub use subsample::Subsampler;
+pub use subsample::{MinibatchScheme, Subsampler};
 pub use svrg::Svrg;
 
 use crate::model::TermMoments;

@@ -1,10 +1,31 @@
-//! Uniform minibatches in O(n) per draw (reference §1.2): without replacement (the default),
-//! or with replacement (compatibility option `minibatch_with_replacement`), optionally held
-//! and reused across calls (`sghmc_shared_minibatch`).
+//! Minibatches in O(n) per draw (reference §1.2): uniform without replacement (the default),
+//! with replacement (compatibility option `minibatch_with_replacement`), or contiguous blocks
+//! ([`MinibatchScheme::Block`]); optionally held and reused across calls
+//! (`sghmc_shared_minibatch`).
 
 use crate::model::DataIndex;
 use crate::rng::ChainRng;
 use rand::RngExt;
+
+/// How the rows of a minibatch are chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum MinibatchScheme {
+    /// n of the N rows uniformly at random (without replacement unless asked otherwise): a
+    /// gather of random rows, whose cost is memory latency (one cache miss per row), or a disk
+    /// seek per row for memory-mapped data larger than RAM.
+    #[default]
+    Uniform,
+    /// n contiguous rows starting at a uniformly random offset o, wrapping around:
+    /// S = {o, o + 1, …, o + n − 1} mod N. Each row is in S with probability n/N, so the
+    /// N/n-scaled estimate stays unbiased whatever the row order, and the offsets of successive
+    /// calls are independent. The rows are read as a stream, at memory (or disk) bandwidth.
+    /// The noise depends on the order: rows in a random order (the run file's pipeline permutes
+    /// them once when this scheme is chosen) give, over the permutation, exactly the uniform
+    /// scheme's variance; rows sorted by anything the likelihood depends on give far more.
+    Block,
+}
 
 /// Draws n of N indices uniformly without replacement by a partial Fisher–Yates shuffle of a
 /// persistent permutation buffer. Any arrangement of the buffer is a valid starting point, so
@@ -21,9 +42,13 @@ use rand::RngExt;
 #[derive(Debug, Clone)]
 pub struct Subsampler {
     perm: Vec<DataIndex>,
-    /// Swap targets of a draw without replacement; the batch itself with replacement.
+    /// Swap targets of a draw without replacement; the batch itself with replacement or in
+    /// blocks.
     targets: Vec<u32>,
     with_replacement: bool,
+    scheme: MinibatchScheme,
+    /// The offset of the current block (blocks only).
+    offset: usize,
     /// While set, [`Subsampler::batch`] draws once and then returns that batch.
     reuse: bool,
     /// A batch is held (valid only while `reuse`).
@@ -41,6 +66,8 @@ impl Subsampler {
             perm: (0..n_data as u64).map(|i| i as DataIndex).collect(),
             targets: Vec::new(),
             with_replacement: false,
+            scheme: MinibatchScheme::Uniform,
+            offset: 0,
             reuse: false,
             held: false,
         }
@@ -58,6 +85,19 @@ impl Subsampler {
     /// Whether batches are drawn with replacement.
     pub fn with_replacement(&self) -> bool {
         self.with_replacement
+    }
+
+    /// Draw [`Subsampler::batch`]es and [`Subsampler::batch_more`] increments by `scheme`
+    /// (blocks take precedence over [`Subsampler::set_with_replacement`]). Discards any held
+    /// batch.
+    pub fn set_scheme(&mut self, scheme: MinibatchScheme) {
+        self.scheme = scheme;
+        self.held = false;
+    }
+
+    /// The minibatch scheme.
+    pub fn scheme(&self) -> MinibatchScheme {
+        self.scheme
     }
 
     /// While `on`, [`Subsampler::batch`] draws a fresh batch at its first call and returns
@@ -86,16 +126,45 @@ impl Subsampler {
             }
             self.held = true;
         }
-        if self.with_replacement {
-            self.draw_with_replacement(n, rng)
-        } else {
-            self.draw(n, rng)
+        match (self.scheme, self.with_replacement) {
+            (MinibatchScheme::Block, _) => self.draw_block(0, n, rng),
+            (MinibatchScheme::Uniform, true) => self.draw_with_replacement(n, rng),
+            (MinibatchScheme::Uniform, false) => self.draw(n, rng),
         }
+    }
+
+    /// A growing batch without repeats (the minibatch MH test's, reference §6.5): after
+    /// `start` points of this batch, `n` more, returned alone; `start = 0` begins a new batch.
+    /// Uniform: [`Subsampler::draw_more`]; blocks: the block goes on from where it ended, so
+    /// the whole batch is one block from one random offset. Requires `start + n ≤ N`.
+    #[inline]
+    pub fn batch_more(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        match self.scheme {
+            MinibatchScheme::Block => self.draw_block(start, n, rng),
+            MinibatchScheme::Uniform => self.draw_more(start, n, rng),
+        }
+    }
+
+    /// Rows o + `start` … o + `start` + n − 1 (mod N) of a block at offset o, drawn uniformly
+    /// in 0..N when `start` = 0, in `targets`.
+    fn draw_block(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        let total = self.perm.len();
+        debug_assert!(start + n <= total);
+        if start == 0 {
+            self.offset = rng.random_range(0..total as u32) as usize;
+        }
+        let first = (self.offset + start) % total;
+        self.targets.clear();
+        let head = n.min(total - first);
+        self.targets
+            .extend((first..first + head).map(|i| i as DataIndex));
+        self.targets.extend((0..n - head).map(|i| i as DataIndex));
+        &self.targets
     }
 
     /// The batch the last draw returned.
     fn held_batch(&self, n: usize) -> &[DataIndex] {
-        if self.with_replacement {
+        if self.with_replacement || self.scheme == MinibatchScheme::Block {
             &self.targets[..n]
         } else {
             &self.perm[..n]
@@ -235,6 +304,45 @@ mod tests {
             let d = s.batch(10, &mut rng).to_vec();
             assert!(c != second && c != d, "off again: fresh every call");
         }
+    }
+
+    /// Blocks: n consecutive indices from a uniform offset, wrapping around (so every index is
+    /// in a block with probability n/N: binomial counts, 5 sds); a growing batch continues the
+    /// block; reuse holds it; n = N is every index.
+    #[test]
+    fn blocks_are_contiguous_and_cover_every_index_alike() {
+        let (n_data, n, reps) = (10usize, 4usize, 100_000usize);
+        let mut s = Subsampler::new(n_data);
+        s.set_scheme(MinibatchScheme::Block);
+        assert_eq!(s.scheme(), MinibatchScheme::Block);
+        let mut rng = crate::rng::stream(6, 0);
+        let mut counts = vec![0usize; n_data];
+        let mut wrapped = 0usize;
+        for _ in 0..reps {
+            let b = s.batch(n, &mut rng).to_vec();
+            for w in b.windows(2) {
+                assert_eq!(w[1] as usize, (w[0] as usize + 1) % n_data, "{b:?}");
+            }
+            wrapped += usize::from(b[0] as usize + n > n_data);
+            b.iter().for_each(|&i| counts[i as usize] += 1);
+        }
+        let p = n as f64 / n_data as f64;
+        let sd = (reps as f64 * p * (1.0 - p)).sqrt();
+        for &c in &counts {
+            assert!((c as f64 - reps as f64 * p).abs() < 5.0 * sd, "{counts:?}");
+        }
+        assert!(wrapped > 0, "no block wrapped around");
+        let first = s.batch_more(0, 3, &mut rng).to_vec();
+        let more = s.batch_more(3, 5, &mut rng).to_vec();
+        assert_eq!(more[0] as usize, (first[2] as usize + 1) % n_data);
+        s.reuse_batch(true);
+        let held = s.batch(n, &mut rng).to_vec();
+        let before = rng.clone();
+        assert_eq!(s.batch(n, &mut rng), held.as_slice());
+        assert_eq!(rng, before);
+        s.reuse_batch(false);
+        let all: Vec<DataIndex> = s.all().to_vec();
+        assert_eq!(s.batch(n_data, &mut rng), all.as_slice());
     }
 
     /// Each index appears in a draw with probability n/N; each pair with n(n−1)/(N(N−1)).

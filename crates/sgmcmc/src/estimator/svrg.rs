@@ -84,6 +84,13 @@ impl<'m> Svrg<'m> {
         self.cv = self.cv.with_replacement(on);
         self
     }
+
+    /// Draw minibatches by `scheme` ([`super::MinibatchScheme`]; contiguous blocks read the
+    /// rows at bandwidth).
+    pub fn with_scheme(mut self, scheme: super::MinibatchScheme) -> Self {
+        self.cv = self.cv.with_scheme(scheme);
+        self
+    }
 }
 
 impl GradientEstimator for Svrg<'_> {

@@ -92,6 +92,12 @@ impl<'m> MhKernel<'m> {
         })
     }
 
+    /// Draw the test's minibatches by `scheme` (uniform, the default, or contiguous blocks).
+    pub fn with_scheme(mut self, scheme: crate::estimator::MinibatchScheme) -> Self {
+        self.ratios.set_scheme(scheme);
+        self
+    }
+
     /// The counts so far.
     pub fn statistics(&self) -> &MhStatistics {
         &self.stats

@@ -35,6 +35,12 @@ impl<'m> LikelihoodRatios<'m> {
         }
     }
 
+    /// Draw the points by `scheme`: uniformly (the default), or as one contiguous block per
+    /// test from a random offset ([`crate::estimator::MinibatchScheme::Block`]).
+    pub fn set_scheme(&mut self, scheme: crate::estimator::MinibatchScheme) {
+        self.points.set_scheme(scheme);
+    }
+
     /// Number of data points N.
     pub fn num_data(&self) -> usize {
         self.points.len()
@@ -65,7 +71,7 @@ impl<'m> LikelihoodRatios<'m> {
             self.at_current.resize(n, 0.0);
             self.at_proposal.resize(n, 0.0);
         }
-        let batch = self.points.draw_more(self.used, n, rng);
+        let batch = self.points.batch_more(self.used, n, rng);
         self.model
             .log_lik_each(current, batch, &mut self.at_current[..n], &mut self.scratch);
         self.model.log_lik_each(

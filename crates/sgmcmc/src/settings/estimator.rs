@@ -3,7 +3,8 @@
 
 use super::SettingsError;
 use crate::estimator::{
-    BatchSize, ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
+    BatchSize, ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch,
+    MinibatchScheme, Svrg,
 };
 use crate::model::Model;
 
@@ -29,6 +30,11 @@ pub struct EstimatorSettings {
     /// replacement (minibatch, control variates, SVRG); default false.
     #[cfg_attr(feature = "serde", serde(default))]
     pub with_replacement: bool,
+    /// How minibatches are drawn: `"uniform"` (default; random rows) or `"block"` (a contiguous
+    /// block from a random offset, read at bandwidth; the run file's pipeline permutes the rows
+    /// once first). Also the minibatch MH test's batches.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub scheme: MinibatchScheme,
 }
 
 impl Default for EstimatorSettings {
@@ -38,6 +44,7 @@ impl Default for EstimatorSettings {
             batch_size: default_batch(),
             update_rate: None,
             with_replacement: false,
+            scheme: MinibatchScheme::Uniform,
         }
     }
 }
@@ -69,6 +76,9 @@ impl EstimatorSettings {
         if self.with_replacement && self.estimator == EstimatorKind::Full {
             return Err(SettingsError::ReplacementWithFull);
         }
+        if self.with_replacement && self.scheme == MinibatchScheme::Block {
+            return Err(SettingsError::ReplacementWithBlocks);
+        }
         match (self.estimator, self.update_rate) {
             (EstimatorKind::Svrg, Some(0)) => Err(EstimatorError::BadUpdateRate(0).into()),
             (EstimatorKind::Svrg, _) | (_, None) => Ok(()),
@@ -88,18 +98,26 @@ impl EstimatorSettings {
         centre: Option<&[f64]>,
     ) -> Result<Box<dyn GradientEstimator + 'm>, SettingsError> {
         let batch = self.batch_size;
-        let replace = self.with_replacement;
+        let (replace, scheme) = (self.with_replacement, self.scheme);
         Ok(match self.estimator {
-            EstimatorKind::Minibatch => {
-                Box::new(Minibatch::new(model, batch)?.with_replacement(replace))
-            }
+            EstimatorKind::Minibatch => Box::new(
+                Minibatch::new(model, batch)?
+                    .with_replacement(replace)
+                    .with_scheme(scheme),
+            ),
             EstimatorKind::ControlVariates => {
                 let centre = centre.ok_or(SettingsError::MissingCentre)?;
-                Box::new(ControlVariates::new(model, batch, centre)?.with_replacement(replace))
+                Box::new(
+                    ControlVariates::new(model, batch, centre)?
+                        .with_replacement(replace)
+                        .with_scheme(scheme),
+                )
             }
-            EstimatorKind::Svrg => {
-                Box::new(Svrg::new(model, batch, self.update_rate)?.with_replacement(replace))
-            }
+            EstimatorKind::Svrg => Box::new(
+                Svrg::new(model, batch, self.update_rate)?
+                    .with_replacement(replace)
+                    .with_scheme(scheme),
+            ),
             EstimatorKind::Full => Box::new(FullBatch::new(model)),
         })
     }

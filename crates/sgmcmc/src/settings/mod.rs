@@ -75,6 +75,9 @@ pub enum SettingsError {
     /// `with_replacement` on the full-data estimator.
     #[error("`with_replacement` applies to minibatch estimators, not estimator = \"full\"")]
     ReplacementWithFull,
+    /// `with_replacement` together with `scheme = "block"`.
+    #[error("`with_replacement` draws random rows; it cannot be combined with scheme = \"block\"")]
+    ReplacementWithBlocks,
     /// `update_rate` on an estimator other than SVRG.
     #[error("`update_rate` applies to estimator = \"svrg\" only")]
     UpdateRateWithoutSvrg,

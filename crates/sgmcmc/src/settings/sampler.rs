@@ -626,7 +626,10 @@ impl SamplerSettings {
                 let sampler: Box<dyn Sampler + 'm> = self.build()?;
                 Ok(Box::new(SamplerKernel::new(sampler, estimator)))
             }
-            estimator => Ok(Box::new(self.build_mh(model, estimator)?)),
+            estimator => Ok(Box::new(
+                self.build_mh(model, estimator)?
+                    .with_scheme(gradient.scheme),
+            )),
         }
     }
 
