@@ -830,3 +830,51 @@ fn surrogate_scores_match_the_exact_score() {
     }
     eprintln!("worst relative error {worst:.4}");
 }
+
+/// An arm's estimator follows its `[gradient]` table's minibatch scheme, control variates (built
+/// on the shared centre score) included: with the same stream, the arm's estimate equals that of
+/// an estimator built from the table directly, and blocks differ from uniform rows.
+#[test]
+fn arm_estimators_keep_the_minibatch_scheme() {
+    let model = logistic_1d_sorted();
+    let start = [0.3];
+    let ctx = context_at(&model, &start);
+    let sgld = sampler_settings("kind = \"sgld\"\nstep_size = 1e-3");
+    let estimate = |table: &str, from_arm: bool| {
+        let g = gradient(table);
+        let mut out = [0.0];
+        let mut rng = stream(21, 0);
+        if from_arm {
+            let arm = ArmSettings {
+                sampler: sgld.clone(),
+                gradient: g,
+                values: Vec::new(),
+            };
+            let (_, mut est) = ctx.build(&arm).unwrap();
+            est.estimate(&[0.5], &mut out, &mut rng);
+        } else {
+            let mut est = g.build(&model, Some(&start)).unwrap();
+            est.estimate(&[0.5], &mut out, &mut rng);
+        }
+        out[0]
+    };
+    let block = "estimator = \"control_variates\"\nbatch_size = 10\nscheme = \"block\"";
+    let uniform = "estimator = \"control_variates\"\nbatch_size = 10";
+    assert_eq!(estimate(block, true), estimate(block, false));
+    assert_eq!(estimate(uniform, true), estimate(uniform, false));
+    assert_ne!(estimate(block, true), estimate(uniform, true));
+}
+
+/// Logistic regression on 200 sorted one-feature rows (blocks of them are far from random).
+fn logistic_1d_sorted() -> LogisticRegression {
+    let x: Vec<f64> = (0..200).map(|i| i as f64 / 50.0 - 2.0).collect();
+    let y: Vec<f64> = (0..200).map(|i| f64::from(u8::from(i % 3 != 0))).collect();
+    let data = sgmcmc::data::Dataset {
+        features: sgmcmc::data::Features::F64(sgmcmc::data::Matrix::from_vec(x, 200, 1).unwrap()),
+        targets: Some(y),
+        feature_names: Vec::new(),
+        features_source: "sorted rows".into(),
+        targets_source: None,
+    };
+    LogisticRegression::new(data, Bernoulli, NormalPrior::new(10.0).unwrap(), false).unwrap()
+}

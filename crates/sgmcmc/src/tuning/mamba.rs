@@ -207,7 +207,8 @@ impl TuneContext<'_> {
                     &self.start,
                     &self.start_score,
                 )?
-                .with_replacement(arm.gradient.with_replacement),
+                .with_replacement(arm.gradient.with_replacement)
+                .with_scheme(arm.gradient.scheme),
             ),
             _ => arm.gradient.build(self.model, Some(&self.start))?,
         };
