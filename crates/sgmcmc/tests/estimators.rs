@@ -4,10 +4,11 @@
 mod common;
 
 use common::{
-    dataset, draw_estimates, features, from_eigen, logistic_data, mean, normals, random_orthogonal,
+    dataset, draw_estimates, features, from_eigen, full_gradient, logistic_data, mean, normals,
+    random_orthogonal,
 };
 use rand::Rng;
-use sgmcmc::estimator::{BatchSize, EstimatorError, FullBatch, GradientEstimator, Minibatch};
+use sgmcmc::estimator::{BatchSize, EstimatorError, GradientEstimator, Minibatch};
 use sgmcmc::model::{
     Bernoulli, DataIndex, GaussianModel, LogisticRegression, Model, NormalPrior, Scratch,
 };
@@ -35,29 +36,10 @@ fn gaussian_model(n: usize) -> GaussianModel {
     GaussianModel::new(features(x, 3), &cov, 4.0).unwrap()
 }
 
-fn full_gradient(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
-    let mut g = vec![0.0; theta.len()];
-    FullBatch::new(model).estimate(theta, &mut g, &mut stream(0, 0));
-    g
-}
-
-/// z-test of E[ĝ] = ∇log π coordinate-wise.
+/// z-test of E[ĝ] = ∇log π coordinate-wise for the standard estimator at batch `batch`.
 fn assert_unbiased(model: &dyn Model, theta: &[f64], batch: usize, reps: usize, label: &str) {
-    let d = model.dim();
-    let full = full_gradient(model, theta);
     let mut est = Minibatch::new(model, BatchSize::Count(batch)).unwrap();
-    let draws = draw_estimates(&mut est, theta, reps, 5);
-    for (j, &full_j) in full.iter().enumerate() {
-        let col = common::column(&draws, d, j);
-        let (m, v) = (mean(&col), common::var(&col));
-        // Independent estimates: the standard error of their mean is sd/√reps; 4 SE (§1.6).
-        let tol = 4.0 * (v / reps as f64).sqrt();
-        assert!(v > 0.0, "{label}: coordinate {j} has no noise");
-        assert!(
-            (m - full_j).abs() <= tol,
-            "{label}: coordinate {j}: mean of estimates {m} vs full gradient {full_j} (tol {tol})"
-        );
-    }
+    common::assert_unbiased_estimates(&mut est, model, theta, reps, 5, label);
 }
 
 #[test]

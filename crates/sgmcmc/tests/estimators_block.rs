@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{Section21, dataset, draw_estimates, logistic_data, mean};
+use common::{Section21, dataset, logistic_data, mean};
 use sgmcmc::estimator::{
-    BatchSize, ControlVariates, FullBatch, GradientEstimator, Minibatch, MinibatchScheme, Svrg,
+    BatchSize, ControlVariates, GradientEstimator, Minibatch, MinibatchScheme, Svrg,
 };
 use sgmcmc::io::MemorySink;
 use sgmcmc::mh::LikelihoodRatios;
@@ -35,28 +35,9 @@ fn sorted_logistic() -> LogisticRegression {
     .unwrap()
 }
 
-fn full_gradient(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
-    let mut g = vec![0.0; theta.len()];
-    FullBatch::new(model).estimate(theta, &mut g, &mut stream(0, 0));
-    g
-}
-
-/// z-test of E[ĝ] = ∇log π per coordinate over `reps` independent estimates (4 SE, §1.6).
+/// z-test of E[ĝ] = ∇log π per coordinate over 40,000 independent estimates (4 SE, §1.6).
 fn assert_unbiased(est: &mut dyn GradientEstimator, model: &dyn Model, theta: &[f64], label: &str) {
-    let reps = 40_000;
-    let d = model.dim();
-    let full = full_gradient(model, theta);
-    let draws = draw_estimates(est, theta, reps, 12);
-    for (j, &want) in full.iter().enumerate() {
-        let col = common::column(&draws, d, j);
-        let (m, v) = (mean(&col), common::var(&col));
-        let tol = 4.0 * (v / reps as f64).sqrt();
-        assert!(v > 0.0, "{label}: coordinate {j} has no noise");
-        assert!(
-            (m - want).abs() <= tol,
-            "{label}: coordinate {j}: mean {m} vs full gradient {want} (tol {tol})"
-        );
-    }
+    common::assert_unbiased_estimates(est, model, theta, 40_000, 12, label);
 }
 
 /// Every estimator that takes minibatches is unbiased with blocks, on sorted rows.

@@ -5,12 +5,12 @@
 mod common;
 
 use common::{
-    Section21, dataset, draw_estimates, features, logistic_data, mean, normals, pooled_mean_mcse,
-    section_2_1,
+    Section21, dataset, draw_estimates, features, full_gradient, logistic_data, mean, normals,
+    pooled_mean_mcse, section_2_1,
 };
 use rand::Rng;
 use sgmcmc::estimator::{
-    BatchSize, ControlVariates, EstimatorError, FullBatch, GradientEstimator, Minibatch, Svrg,
+    BatchSize, ControlVariates, EstimatorError, GradientEstimator, Minibatch, Svrg,
 };
 use sgmcmc::io::MemorySink;
 use sgmcmc::model::{Bernoulli, GaussianModel, LogisticRegression, Model, NormalPrior};
@@ -52,12 +52,6 @@ fn map_of(model: &dyn Model) -> Vec<f64> {
     let r = find_map(model, &vec![0.0; model.dim()], &LbfgsOptions::default()).unwrap();
     assert!(r.converged, "MAP search did not converge: {r:?}");
     r.theta
-}
-
-fn full_gradient(model: &dyn Model, theta: &[f64]) -> Vec<f64> {
-    let mut g = vec![0.0; theta.len()];
-    FullBatch::new(model).estimate(theta, &mut g, &mut stream(0, 0));
-    g
 }
 
 fn bits(v: &[f64]) -> Vec<u64> {

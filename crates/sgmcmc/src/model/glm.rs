@@ -34,16 +34,6 @@ pub trait Family: Send + Sync + 'static {
     /// ∂ log p(y | z, extra) / ∂z.
     fn dlog_lik_dz(&self, y: Self::Target, z: f64, extra: &[f64]) -> f64;
 
-    /// [`Family::dlog_lik_dz`] over a chunk of rows at once: `z[k]` is replaced by
-    /// ∂ log p(`ys[k]` | `z[k]`, extra)/∂z. The kernel of contiguous (block) minibatches calls
-    /// it, so a family can compute it in SIMD lanes; the default is the scalar function row by
-    /// row (bit for bit what the row-at-a-time kernels compute).
-    fn dlog_lik_dz_chunk(&self, ys: &[Self::Target], z: &mut [f64], extra: &[f64]) {
-        for (zk, &y) in z.iter_mut().zip(ys) {
-            *zk = self.dlog_lik_dz(y, *zk, extra);
-        }
-    }
-
     /// `out += weight · ∂ log p(y | z, extra) / ∂extra` (nothing when there are no extras).
     fn add_dlog_lik_dextra(
         &self,
@@ -290,51 +280,10 @@ impl<F: Family> Glm<F> {
     }
 
     /// [`Self::grad_kernel`] over the consecutive rows `start..start + len`, read as a stream:
-    /// per chunk of [`CHUNK_ROWS`] rows, the linear predictors z, then r = weight·∂log p/∂z for
-    /// the whole chunk ([`Family::dlog_lik_dz_chunk`], which a family may vectorise), then
-    /// g += r·x row by row. The rows and the sums go in the same order as the row-at-a-time
-    /// loop, so with the default chunk function the result is the same bit for bit.
-    ///
-    /// On x86-64 with AVX2 the same code is compiled for 4-lane vectors and chosen at run time:
-    /// the same operations in the same order (no fused multiply-add, no reassociation), so the
-    /// same results on every machine.
+    /// per chunk of [`CHUNK_ROWS`] rows, the linear predictors z, then r = ∂log p/∂z, then
+    /// g += weight·r·x row by row. The rows and the sums go in the same order as the
+    /// row-at-a-time loop, so the result is the same bit for bit.
     fn grad_rows<T: Element, const LOG_LIK: bool>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        start: usize,
-        len: usize,
-        weight: f64,
-        grad: &mut [f64],
-    ) -> f64 {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe {
-                self.grad_rows_avx2::<T, LOG_LIK>(x, theta, start, len, weight, grad)
-            };
-        }
-        self.grad_rows_body::<T, LOG_LIK>(x, theta, start, len, weight, grad)
-    }
-
-    /// [`Self::grad_rows_body`] compiled with AVX2.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn grad_rows_avx2<T: Element, const LOG_LIK: bool>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        start: usize,
-        len: usize,
-        weight: f64,
-        grad: &mut [f64],
-    ) -> f64 {
-        self.grad_rows_body::<T, LOG_LIK>(x, theta, start, len, weight, grad)
-    }
-
-    /// The body of [`Self::grad_rows`].
-    #[inline(always)]
-    fn grad_rows_body<T: Element, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
         theta: &[f64],
@@ -361,14 +310,14 @@ impl<F: Family> Glm<F> {
             for (zk, row) in z.iter_mut().zip(chunk.chunks_exact(d)) {
                 *zk = dot(row, w) + b;
             }
-            for (&zk, &y) in z.iter().zip(ys) {
+            for (zk, &y) in z.iter_mut().zip(ys) {
                 if LOG_LIK {
-                    total += self.family.log_lik(y, zk, extra);
+                    total += self.family.log_lik(y, *zk, extra);
                 }
                 self.family
-                    .add_dlog_lik_dextra(y, zk, extra, weight, gextra);
+                    .add_dlog_lik_dextra(y, *zk, extra, weight, gextra);
+                *zk = self.family.dlog_lik_dz(y, *zk, extra);
             }
-            self.family.dlog_lik_dz_chunk(ys, z, extra);
             for (&dk, row) in z.iter().zip(chunk.chunks_exact(d)) {
                 let r = weight * dk;
                 axpy(r, row, gw);

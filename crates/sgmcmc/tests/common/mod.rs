@@ -456,6 +456,39 @@ pub fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
 
+/// The exact score ∇log π(θ) by a full pass ([`sgmcmc::estimator::FullBatch`]).
+pub fn full_gradient(model: &dyn sgmcmc::model::Model, theta: &[f64]) -> Vec<f64> {
+    let mut g = vec![0.0; theta.len()];
+    sgmcmc::estimator::FullBatch::new(model).estimate(theta, &mut g, &mut stream(0, 0));
+    g
+}
+
+/// z-test of E[ĝ] = ∇log π per coordinate over `reps` independent estimates of `est` (from
+/// stream `seed`): the standard error of their mean is sd/√reps; 4 SE (§1.6). Every coordinate
+/// must also have noise.
+pub fn assert_unbiased_estimates(
+    est: &mut dyn GradientEstimator,
+    model: &dyn sgmcmc::model::Model,
+    theta: &[f64],
+    reps: usize,
+    seed: u64,
+    label: &str,
+) {
+    let d = model.dim();
+    let full = full_gradient(model, theta);
+    let draws = draw_estimates(est, theta, reps, seed);
+    for (j, &want) in full.iter().enumerate() {
+        let col = column(&draws, d, j);
+        let (m, v) = (mean(&col), var(&col));
+        let tol = 4.0 * (v / reps as f64).sqrt();
+        assert!(v > 0.0, "{label}: coordinate {j} has no noise");
+        assert!(
+            (m - want).abs() <= tol,
+            "{label}: coordinate {j}: mean of estimates {m} vs full gradient {want} (tol {tol})"
+        );
+    }
+}
+
 /// `reps` estimates at `theta` from stream 0 of `seed`, row-major reps × D.
 pub fn draw_estimates(
     est: &mut dyn GradientEstimator,
