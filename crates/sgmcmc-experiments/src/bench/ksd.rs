@@ -19,6 +19,7 @@ use faer::{Accum, Mat, MatMut, MatRef, Par};
 use serde::Serialize;
 use sgmcmc::cpu::clear_upper_vector_state;
 use sgmcmc::data::synthetic;
+use sgmcmc::estimator::{DRAWS_PER_PASS, FullDataEvaluator};
 use sgmcmc::model::{Bernoulli, Glm, Model, NormalPrior};
 use sgmcmc::rng::{fill_standard_normal, stream};
 use sgmcmc::stein::{ImqKernel, KSD_TILE, Kernel, full_batch_scores, ksd_with_tile};
@@ -70,10 +71,17 @@ struct ScoreRow {
     rows: usize,
     dim: usize,
     draws: usize,
+    /// The block route (`full_batch_scores`: one pass over the data per 256 draws, GEMMs).
     seconds_per_draw: f64,
     block_seconds_per_draw: Vec<f64>,
-    feature_bytes: usize,
-    gigabytes_per_second: f64,
+    /// The same scores one exact pass per draw (`FullDataEvaluator::grad_log_posterior`).
+    one_pass_per_draw_seconds_per_draw: f64,
+    /// FLOPs per draw of the two products (Z = XΘᵀ, G = RᵀX): 4·N·d.
+    gemm_flops_per_draw: f64,
+    gflops_per_second: f64,
+    fraction_of_gemm_peak: f64,
+    /// Feature bytes read per draw by the block route (N·d·8 per pass of up to 256 draws).
+    feature_bytes_per_draw: f64,
     sequential_read_gigabytes_per_second: f64,
     peer_f64_seconds_per_draw: (f64, f64),
 }
@@ -339,25 +347,43 @@ pub fn ksd(args: &super::BenchArgs) -> Result<()> {
         black_box(full_batch_scores(&model, &draws, d, 1).expect("valid draws"));
     });
     let per_draw = secs / args.score_draws as f64;
-    let bytes = args.rows * d * 8;
+    let mut eval = FullDataEvaluator::new(&model);
+    let mut score = vec![0.0; d];
+    let (one_pass, _) = seconds_per_call(args.seconds, args.repeats, || {
+        eval.grad_log_posterior(&draws[..d], &mut score);
+        black_box(&score);
+    });
+    let flops = 4.0 * args.rows as f64 * d as f64;
+    let passes = args.score_draws.div_ceil(DRAWS_PER_PASS);
+    let bytes = (args.rows * d * 8 * passes) as f64 / args.score_draws as f64;
     let scores = ScoreRow {
         rows: args.rows,
         dim: d,
         draws: args.score_draws,
         seconds_per_draw: per_draw,
         block_seconds_per_draw: blocks.iter().map(|b| b / args.score_draws as f64).collect(),
-        feature_bytes: bytes,
-        gigabytes_per_second: bytes as f64 / per_draw / 1e9,
+        one_pass_per_draw_seconds_per_draw: one_pass,
+        gemm_flops_per_draw: flops,
+        gflops_per_second: flops / per_draw / 1e9,
+        fraction_of_gemm_peak: flops / per_draw / peak_all,
+        feature_bytes_per_draw: bytes,
         sequential_read_gigabytes_per_second: bandwidth / 1e9,
         peer_f64_seconds_per_draw: (0.0164, 0.0178),
     };
     println!(
-        "\nfull-batch scores, synthetic logistic N = {}, D = {d}, {} draws: {:.2} ms per draw \
-         ({:.1} GB/s of features; sequential read {:.1} GB/s); SGMCMCJax f64: 16.4-17.8 ms per draw",
+        "\nfull-batch scores, synthetic logistic N = {}, D = {d}, {} draws: {:.3} ms per draw \
+         (one pass over the data per draw: {:.2} ms, {:.1}x); {:.0} MFLOP per draw in two GEMMs, \
+         {:.1} GFLOP/s = {:.0} % of the GEMM peak; {:.1} MB of features read per draw \
+         (sequential read {:.1} GB/s); SGMCMCJax f64: 16.4-17.8 ms per draw",
         args.rows,
         args.score_draws,
         per_draw * 1e3,
-        scores.gigabytes_per_second,
+        one_pass * 1e3,
+        one_pass / per_draw,
+        flops / 1e6,
+        scores.gflops_per_second,
+        100.0 * scores.fraction_of_gemm_peak,
+        bytes / 1e6,
         scores.sequential_read_gigabytes_per_second
     );
     let report = KsdReport {

@@ -11,8 +11,14 @@ use rayon::prelude::*;
 /// Rows per parallel chunk (fixed, so the summation order never depends on the thread count).
 pub const CHUNK: usize = 16_384;
 
+/// Draws per pass over the data in [`FullDataEvaluator::grad_log_posterior_draws`]: bounds
+/// the per-chunk buffers (chunks × 256 × D doubles) while reading the data once per 256 draws.
+pub const DRAWS_PER_PASS: usize = 256;
+
 struct Part {
     grad: Vec<f64>,
+    /// The chunk's likelihood gradients at a block of draws (P × D).
+    block: Vec<f64>,
     log_lik: f64,
     scratch: Scratch,
 }
@@ -32,6 +38,7 @@ impl<'m> FullDataEvaluator<'m> {
         let parts = (0..n.div_ceil(CHUNK))
             .map(|_| Part {
                 grad: vec![0.0; model.dim()],
+                block: Vec::new(),
                 log_lik: 0.0,
                 scratch: Scratch::new(),
             })
@@ -83,6 +90,41 @@ impl<'m> FullDataEvaluator<'m> {
     pub fn grad_log_posterior(&mut self, theta: &[f64], grad: &mut [f64]) {
         self.run(theta, false);
         self.reduce_grad(theta, grad);
+    }
+
+    /// Writes ∇log π(θ_p) into row p of `grads` for every row θ_p of `thetas` (both P × D
+    /// row-major): full-batch scores at many draws, with the data read once per
+    /// [`DRAWS_PER_PASS`] draws ([`Model::add_grad_log_lik_draws`]; the GLMs go through matrix
+    /// products). Chunks are summed in chunk order, so the result does not depend on the
+    /// thread count; it can differ from [`Self::grad_log_posterior`] in the last bits.
+    pub fn grad_log_posterior_draws(&mut self, thetas: &[f64], grads: &mut [f64]) {
+        let model = self.model;
+        let d = model.dim();
+        assert_eq!(thetas.len(), grads.len(), "draws and scores differ in size");
+        let pass = DRAWS_PER_PASS * d.max(1);
+        for (block, out) in thetas.chunks(pass).zip(grads.chunks_mut(pass)) {
+            self.parts
+                .par_iter_mut()
+                .zip(self.indices.par_chunks(CHUNK))
+                .for_each(|(part, chunk)| {
+                    part.block.clear();
+                    part.block.resize(block.len(), 0.0);
+                    model.add_grad_log_lik_draws(block, chunk, &mut part.block, &mut part.scratch);
+                });
+            for (p, (theta, g)) in block
+                .chunks_exact(d)
+                .zip(out.chunks_exact_mut(d))
+                .enumerate()
+            {
+                g.fill(0.0);
+                model.add_grad_log_prior(theta, g);
+                for part in &self.parts {
+                    g.iter_mut()
+                        .zip(&part.block[p * d..(p + 1) * d])
+                        .for_each(|(g, b)| *g += b);
+                }
+            }
+        }
     }
 }
 

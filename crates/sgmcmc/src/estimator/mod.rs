@@ -10,7 +10,7 @@ mod subsample;
 mod svrg;
 
 pub use control_variate::ControlVariates;
-pub use full_data::{FullBatch, FullDataEvaluator};
+pub use full_data::{DRAWS_PER_PASS, FullBatch, FullDataEvaluator};
 pub use minibatch::Minibatch;
 pub use subsample::{MinibatchScheme, Subsampler};
 pub use svrg::Svrg;

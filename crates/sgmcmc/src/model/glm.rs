@@ -7,10 +7,13 @@
 use super::{
     CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments, debug_check_dim,
 };
+use crate::cpu::clear_upper_vector_state;
 use crate::data::{
     DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, prefetch_element,
 };
 use crate::rng::ChainRng;
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
 
 /// The response distribution of a GLM, as a function of the linear predictor z.
 pub trait Family: Send + Sync + 'static {
@@ -33,6 +36,27 @@ pub trait Family: Send + Sync + 'static {
 
     /// ∂ log p(y | z, extra) / ∂z.
     fn dlog_lik_dz(&self, y: Self::Target, z: f64, extra: &[f64]) -> f64;
+
+    /// `z[i·q + p] ← ∂log p(ys[i] | z[i·q + p], extra_p)/∂z` over a tile of rows × q draws,
+    /// where extra_p = `extras[p·stride..][..k]` for the family's k extra parameters: the
+    /// residuals of the block-of-draws kernel ([`Model::add_grad_log_lik_draws`]). The default
+    /// calls [`Family::dlog_lik_dz`] element by element; a family with an `exp` inside
+    /// overrides it with the vectorised `vector_math::map_tile` (several times faster).
+    fn dlog_lik_dz_tile(
+        &self,
+        ys: &[Self::Target],
+        q: usize,
+        z: &mut [f64],
+        extras: &[f64],
+        stride: usize,
+    ) {
+        let k = self.extra_names().len();
+        for (row, &y) in z.chunks_exact_mut(q.max(1)).zip(ys) {
+            for (p, zk) in row.iter_mut().enumerate() {
+                *zk = self.dlog_lik_dz(y, *zk, &extras[p * stride..p * stride + k]);
+            }
+        }
+    }
 
     /// `out += weight · ∂ log p(y | z, extra) / ∂extra` (nothing when there are no extras).
     fn add_dlog_lik_dextra(
@@ -169,6 +193,14 @@ impl<F: Family> Glm<F> {
 
 /// Rows per chunk of the contiguous kernel: their z (then r) stay in a stack buffer.
 const CHUNK_ROWS: usize = 64;
+
+/// Rows per tile of the block-of-draws kernel ([`Glm::grad_draws_rows`]): 256 rows of d ≈ 10
+/// doubles (20 KB) stay in L1 while every draw of the block passes over them.
+const TILE_ROWS: usize = 256;
+
+/// Draws per tile of the block-of-draws kernel: the tile's Z (256 × 64 doubles, 128 KB) stays
+/// in L2 between its two products.
+const TILE_DRAWS: usize = 64;
 
 /// If `batch` is `start, start + 1, …` (a block of rows), its first row. Uniform batches fail
 /// the first comparison almost always, so the check costs them nothing.
@@ -328,6 +360,96 @@ impl<F: Family> Glm<F> {
             *g += sum_r;
         }
         total
+    }
+
+    /// [`Model::add_grad_log_lik_draws`] over the consecutive rows `start..start + len`: per
+    /// tile of [`TILE_ROWS`] rows (converted to f64 once, then kept in L1) and
+    /// [`TILE_DRAWS`] draws, Z = X·Wᵀ (+ b), the extras' gradients, R = ∂log p/∂Z
+    /// ([`Family::dlog_lik_dz_tile`]), the intercepts' Σᵢ R, and G_w += Rᵀ·X. Each row is
+    /// read from memory once for the whole block of draws.
+    fn grad_draws_rows<T: Element>(
+        &self,
+        x: &Matrix<T>,
+        thetas: &[f64],
+        start: usize,
+        len: usize,
+        grads: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        let d = x.cols();
+        let dim = self.dim();
+        let draws = thetas.len() / dim;
+        let e0 = d + usize::from(self.intercept);
+        let has_extra = e0 < dim;
+        let rows = &x.as_slice()[start * d..(start + len) * d];
+        let ys = &self.targets[start..start + len];
+        let (xs, z) = scratch
+            .get(TILE_ROWS * d + TILE_ROWS * TILE_DRAWS)
+            .split_at_mut(TILE_ROWS * d);
+        for (tile, ys) in rows.chunks(TILE_ROWS * d).zip(ys.chunks(TILE_ROWS)) {
+            let m = ys.len();
+            let xs = &mut xs[..m * d];
+            xs.iter_mut().zip(tile).for_each(|(a, &b)| *a = b.to_f64());
+            let x_tile = MatRef::from_row_major_slice(xs, m, d);
+            for p0 in (0..draws).step_by(TILE_DRAWS) {
+                let q = TILE_DRAWS.min(draws - p0);
+                let th = &thetas[p0 * dim..(p0 + q) * dim];
+                let g = &mut grads[p0 * dim..(p0 + q) * dim];
+                let z = &mut z[..m * q];
+                matmul(
+                    MatMut::from_row_major_slice_mut(z, m, q),
+                    Accum::Replace,
+                    x_tile,
+                    MatRef::from_row_major_slice(th, q, dim)
+                        .subcols(0, d)
+                        .transpose(),
+                    1.0,
+                    Par::Seq,
+                );
+                clear_upper_vector_state();
+                if self.intercept {
+                    for row in z.chunks_exact_mut(q) {
+                        for (zk, theta) in row.iter_mut().zip(th.chunks_exact(dim)) {
+                            *zk += theta[d];
+                        }
+                    }
+                }
+                if has_extra {
+                    for (row, &y) in z.chunks_exact(q).zip(ys) {
+                        for ((&zk, theta), gp) in row
+                            .iter()
+                            .zip(th.chunks_exact(dim))
+                            .zip(g.chunks_exact_mut(dim))
+                        {
+                            self.family.add_dlog_lik_dextra(
+                                y,
+                                zk,
+                                &theta[e0..],
+                                1.0,
+                                &mut gp[e0..],
+                            );
+                        }
+                    }
+                }
+                self.family.dlog_lik_dz_tile(ys, q, z, &th[e0..], dim);
+                if self.intercept {
+                    for row in z.chunks_exact(q) {
+                        for (&r, gp) in row.iter().zip(g.chunks_exact_mut(dim)) {
+                            gp[d] += r;
+                        }
+                    }
+                }
+                matmul(
+                    MatMut::from_row_major_slice_mut(g, q, dim).subcols_mut(0, d),
+                    Accum::Add,
+                    MatRef::from_row_major_slice(z, m, q).transpose(),
+                    x_tile,
+                    1.0,
+                    Par::Seq,
+                );
+                clear_upper_vector_state();
+            }
+        }
     }
 
     /// Per-datum log-likelihoods (`out[k]`) over `batch`.
@@ -529,6 +651,32 @@ impl<F: Family> Model for Glm<F> {
     ) {
         debug_check_dim(self, theta);
         with_features!(self, x => self.grad_kernel::<_, false>(x, theta, batch, weight, grad));
+    }
+
+    /// Blocks of consecutive rows (a full pass's chunks) through two GEMMs per tile
+    /// ([`Glm::grad_draws_rows`]); any other batch one draw at a time.
+    fn add_grad_log_lik_draws(
+        &self,
+        thetas: &[f64],
+        batch: &[DataIndex],
+        grads: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        let dim = self.dim();
+        debug_assert_eq!(thetas.len() % dim.max(1), 0);
+        debug_assert_eq!(thetas.len(), grads.len());
+        match block_runs(batch) {
+            Some(runs) => with_features!(self, x => {
+                for (start, len) in runs {
+                    self.grad_draws_rows(x, thetas, start, len, grads, scratch);
+                }
+            }),
+            None => {
+                for (theta, grad) in thetas.chunks_exact(dim).zip(grads.chunks_exact_mut(dim)) {
+                    self.add_grad_log_lik(theta, batch, 1.0, grad, scratch);
+                }
+            }
+        }
     }
 
     fn log_lik_and_add_grad(

@@ -4,6 +4,7 @@
 //! {−1, +1} (LIBSVM) are accepted and mapped −1 → 0.
 
 use super::glm::{Family, Glm};
+use super::vector_math;
 use crate::data::DataError;
 
 /// Logistic regression as a [`Glm`] with the [`Bernoulli`] family.
@@ -67,5 +68,10 @@ impl Family for Bernoulli {
     #[inline(always)]
     fn dlog_lik_dz(&self, y: u8, z: f64, _extra: &[f64]) -> f64 {
         f64::from(y) - sigmoid(z)
+    }
+
+    /// y − σ(z) over the tile with the branch-free, vectorised σ.
+    fn dlog_lik_dz_tile(&self, ys: &[u8], q: usize, z: &mut [f64], _extras: &[f64], _s: usize) {
+        vector_math::map_tile(ys, q, z, |y, z| f64::from(y) - vector_math::sigmoid(z));
     }
 }

@@ -21,6 +21,7 @@ mod predictive;
 mod prior;
 pub mod sparse_regression;
 mod terms;
+pub(crate) mod vector_math;
 
 pub use bnn::{BNN_BLOCK, BNN_DEFAULT_HIDDEN, Bnn};
 pub use bradley_terry::BradleyTerry;
@@ -156,6 +157,24 @@ pub trait Model: Send + Sync {
             }
         }
         scratch.buf = buf;
+    }
+
+    /// `grads[p] += Σ_{i∈batch} ∇log p(xᵢ | θ_p)` for every draw θ_p of a block (`thetas` and
+    /// `grads` row-major P × D): the likelihood part of full-batch scores at many draws. The
+    /// default makes one [`Model::add_grad_log_lik`] call per draw; a model whose likelihood
+    /// goes through a matrix product overrides it to read each row once for the whole block
+    /// (the GLMs: Z = XΘᵀ, then G += RᵀX with R = ∂log p/∂Z, two GEMMs per tile of rows).
+    fn add_grad_log_lik_draws(
+        &self,
+        thetas: &[f64],
+        batch: &[DataIndex],
+        grads: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        let d = self.dim();
+        for (theta, grad) in thetas.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
+            self.add_grad_log_lik(theta, batch, 1.0, grad, scratch);
+        }
     }
 
     /// `Σ_{i∈batch} log p(xᵢ | θ)` and `grad += weight · Σ ∇ log p(xᵢ | θ)` in one pass.

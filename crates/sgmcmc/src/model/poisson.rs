@@ -15,6 +15,7 @@
 use super::glm::{Family, Glm};
 use super::logistic::{sigmoid, softplus};
 use super::predictive::{PredictiveFamily, PredictiveTask};
+use super::vector_math;
 use crate::data::DataError;
 
 /// Poisson regression as a [`Glm`] with the [`Poisson`] family.
@@ -114,6 +115,20 @@ impl Family for Poisson {
                     y - s
                 } else {
                     s * (y / softplus(z) - 1.0)
+                }
+            }
+        }
+    }
+
+    /// The log link's y − eᶻ with the vectorised exp; the softplus link element by element.
+    fn dlog_lik_dz_tile(&self, ys: &[f64], q: usize, z: &mut [f64], _extras: &[f64], _s: usize) {
+        match self.link {
+            PoissonLink::Log => vector_math::map_tile(ys, q, z, |y, z| y - vector_math::exp(z)),
+            PoissonLink::Softplus => {
+                for (row, &y) in z.chunks_exact_mut(q.max(1)).zip(ys) {
+                    for zk in row.iter_mut() {
+                        *zk = self.dlog_lik_dz(y, *zk, &[]);
+                    }
                 }
             }
         }

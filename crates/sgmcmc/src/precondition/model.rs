@@ -146,6 +146,27 @@ impl Model for PreconditionedModel<'_> {
         });
     }
 
+    /// θ_p = c + Lφ_p for the whole block, the inner model's block call, then Lᵀ per draw.
+    fn add_grad_log_lik_draws(
+        &self,
+        phis: &[f64],
+        batch: &[DataIndex],
+        grads: &mut [f64],
+        scratch: &mut Scratch,
+    ) {
+        let d = self.dim();
+        let mut thetas = vec![0.0; phis.len()];
+        for (phi, theta) in phis.chunks_exact(d).zip(thetas.chunks_exact_mut(d)) {
+            self.map.to_theta(phi, theta);
+        }
+        let mut theta_grads = vec![0.0; phis.len()];
+        self.inner
+            .add_grad_log_lik_draws(&thetas, batch, &mut theta_grads, scratch);
+        for (g, grad) in theta_grads.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
+            self.map.add_pull_back(g, grad);
+        }
+    }
+
     fn log_lik_and_add_grad(
         &self,
         phi: &[f64],

@@ -1,8 +1,9 @@
 //! Full-batch scores at thinned draws (reference §4.6, score source `FullBatch`).
 //!
-//! Rows 0, k, 2k, … of the draws are kept and the exact ∇log π is computed at each with
-//! [`FullDataEvaluator`] (one parallel, thread-count-independent pass over the N data per kept
-//! draw, so the cost is N row gradients per kept draw). The time is measured and returned,
+//! Rows 0, k, 2k, … of the draws are kept and the exact ∇log π is computed at all of them with
+//! [`FullDataEvaluator::grad_log_posterior_draws`] (parallel, thread-count-independent passes
+//! over the N data, each for a block of draws; the GLMs' passes are matrix products), so the
+//! cost is N row gradients per kept draw but one read of the data per block. The time is measured and returned,
 //! since it is outside a tuner's sampling budget but usually dominates the KSD itself.
 
 use super::{SteinError, check_rows};
@@ -67,21 +68,14 @@ pub fn full_batch_scores(
     }
     let kept = every_kth_row(draws, dim, thin);
     let mut scores = vec![0.0; kept.len()];
-    let mut eval = FullDataEvaluator::new(model);
-    for (row, (theta, grad)) in kept
-        .chunks_exact(dim)
-        .zip(scores.chunks_exact_mut(dim))
-        .enumerate()
-    {
-        eval.grad_log_posterior(theta, grad);
-        if let Some(col) = grad.iter().position(|g| !g.is_finite()) {
-            return Err(SteinError::NonFinite {
-                what: "scores",
-                row: row * thin,
-                col,
-                value: grad[col],
-            });
-        }
+    FullDataEvaluator::new(model).grad_log_posterior_draws(&kept, &mut scores);
+    if let Some(k) = scores.iter().position(|g| !g.is_finite()) {
+        return Err(SteinError::NonFinite {
+            what: "scores",
+            row: k / dim * thin,
+            col: k % dim,
+            value: scores[k],
+        });
     }
     Ok(ThinnedScores {
         draws: kept,

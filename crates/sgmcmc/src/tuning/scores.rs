@@ -135,10 +135,7 @@ impl<'m> ScoreFunction<'m> {
         let mut out = vec![0.0; draws.len()];
         match &self.kind {
             Kind::Exact => {
-                let mut full = FullDataEvaluator::new(self.model);
-                for (theta, s) in draws.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                    full.grad_log_posterior(theta, s);
-                }
+                FullDataEvaluator::new(self.model).grad_log_posterior_draws(draws, &mut out);
             }
             Kind::Surrogate {
                 subset,
