@@ -50,6 +50,7 @@ pub fn dataset(
     let dtype = match features {
         Features::F64(_) => "float64",
         Features::F32(_) => "float32",
+        Features::Sparse(_) => "sparse float64",
     };
     Ok(Dataset {
         features,

@@ -480,6 +480,7 @@ pub fn build_sparse_regression(
     let x: Vec<f64> = match &data.features {
         Features::F64(m) => m.as_slice().to_vec(),
         Features::F32(m) => m.as_slice().iter().map(|&v| f64::from(v)).collect(),
+        Features::Sparse(m) => m.to_dense().as_slice().to_vec(),
     };
     let y = data.targets.ok_or_else(|| {
         PipelineError::RunFile("sparse_regression needs targets (the responses y)".into())

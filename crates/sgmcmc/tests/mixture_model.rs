@@ -367,7 +367,7 @@ fn simulator_matches_the_mixture() {
     let c = GaussianMixtureModel::simulate(100, [0.0, 1.0], 8);
     let values = |f: &Features| match f {
         Features::F64(m) => m.as_slice().to_vec(),
-        Features::F32(_) => unreachable!(),
+        _ => unreachable!("simulated data are dense f64"),
     };
     assert_eq!(values(&a), values(&b));
     assert_ne!(values(&a), values(&c));

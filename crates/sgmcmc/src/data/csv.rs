@@ -151,7 +151,7 @@ mod tests {
     fn f64s(ds: &Dataset) -> &Matrix<f64> {
         match &ds.features {
             Features::F64(m) => m,
-            Features::F32(_) => panic!("expected f64"),
+            _ => panic!("expected dense f64"),
         }
     }
 

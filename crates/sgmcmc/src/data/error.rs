@@ -275,6 +275,23 @@ pub enum DataError {
         len: usize,
     },
 
+    /// The parts of a sparse (CSR) matrix are inconsistent.
+    #[error("{source_name}: invalid sparse matrix: {message}")]
+    Invalid {
+        /// File (or source) name of the data.
+        source_name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A model that reads rows densely was given sparse features.
+    #[error("{source_name}: model `{model}` needs dense features, but the data are sparse (CSR)")]
+    SparseUnsupported {
+        /// File (or source) name of the data.
+        source_name: String,
+        /// The model.
+        model: &'static str,
+    },
+
     /// A label lies outside the support of the model's likelihood (reported by model code).
     #[error(
         "{source_name}: row {row}: label {value} is outside the model's support (expected {expected})"

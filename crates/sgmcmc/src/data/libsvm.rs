@@ -6,7 +6,7 @@ use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
-use super::{DataError, Dataset, Features, Matrix};
+use super::{CsrMatrix, DataError, Dataset, Features, Matrix};
 
 /// Opens `path` for buffered reading, decompressing it if the extension is `.gz`.
 pub(super) fn open_text(path: &Path, name: &str) -> Result<Box<dyn BufRead>, DataError> {
@@ -42,32 +42,32 @@ struct Sparse {
 /// is `n_features` if given (a larger index is an error naming the line), otherwise
 /// the largest index seen. Blank lines and `#` comments are ignored; if an index
 /// repeats within a line, the last value wins. Errors name the 1-based line.
+///
+/// Rows whose density (non-zeros / entries) is at most [`super::SPARSE_DENSITY`] are kept
+/// sparse ([`Features::Sparse`], as a9a at 11 %); denser data are stored as a dense f64 matrix.
 pub fn load_libsvm(path: &Path, n_features: Option<usize>) -> Result<Dataset, DataError> {
     let name = path.display().to_string();
     let mut input = open_text(path, &name)?;
     let sparse = parse(&mut input, &name, n_features)?;
     let rows = sparse.labels.len();
     let cols = n_features.unwrap_or(sparse.max_index);
-    let len = rows
-        .checked_mul(cols)
-        .filter(|&n| n <= isize::MAX as usize / 8)
-        .ok_or_else(|| DataError::TooLarge {
-            path: name.clone(),
-            shape: format!("{rows} x {cols}"),
-        })?;
-    let mut dense = vec![0.0f64; len];
-    let mut start = 0;
-    for (i, &end) in sparse.row_end.iter().enumerate() {
-        let row = &mut dense[i * cols..(i + 1) * cols];
-        for (&j, &v) in sparse.index[start..end]
-            .iter()
-            .zip(&sparse.value[start..end])
-        {
-            row[j] = v;
+    let csr = to_csr(&sparse, rows, cols, &name)?;
+    let features = if csr.density() <= super::SPARSE_DENSITY {
+        Features::Sparse(csr)
+    } else {
+        let len = rows
+            .checked_mul(cols)
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| DataError::TooLarge {
+                path: name.clone(),
+                shape: format!("{rows} x {cols}"),
+            })?;
+        let mut dense = vec![0.0f64; len];
+        for (i, row) in dense.chunks_exact_mut(cols.max(1)).enumerate().take(rows) {
+            csr.row_into(i, row);
         }
-        start = end;
-    }
-    let features = Features::F64(Matrix::from_vec(dense, rows, cols)?);
+        Features::F64(Matrix::from_vec(dense, rows, cols)?)
+    };
     super::check_nonempty(&features, &name)?;
     Ok(Dataset {
         features,
@@ -76,6 +76,33 @@ pub fn load_libsvm(path: &Path, n_features: Option<usize>) -> Result<Dataset, Da
         features_source: name.clone(),
         targets_source: Some(name),
     })
+}
+
+/// The parsed rows as CSR: each row's entries sorted by column, a repeated column keeping its
+/// last value, explicit zeros dropped.
+fn to_csr(sp: &Sparse, rows: usize, cols: usize, name: &str) -> Result<CsrMatrix, DataError> {
+    let mut row_ptr = Vec::with_capacity(rows + 1);
+    let mut col_idx = Vec::with_capacity(sp.index.len());
+    let mut values = Vec::with_capacity(sp.value.len());
+    let mut entries: Vec<(usize, usize)> = Vec::new();
+    row_ptr.push(0);
+    let mut start = 0;
+    for &end in &sp.row_end {
+        // (column, position in the line): sorting by both keeps the last repeat last.
+        entries.clear();
+        entries.extend((start..end).map(|k| (sp.index[k], k)));
+        entries.sort_unstable();
+        for (n, &(j, k)) in entries.iter().enumerate() {
+            let last_of_column = entries.get(n + 1).is_none_or(|&(next, _)| next != j);
+            if last_of_column && sp.value[k] != 0.0 {
+                col_idx.push(j as u32);
+                values.push(sp.value[k]);
+            }
+        }
+        row_ptr.push(values.len());
+        start = end;
+    }
+    CsrMatrix::new(rows, cols, row_ptr, col_idx, values, name)
 }
 
 fn parse(
@@ -162,11 +189,42 @@ mod tests {
         p
     }
 
-    fn dense(ds: &Dataset) -> &Matrix<f64> {
+    /// The rows as a dense matrix, however they were stored.
+    fn dense(ds: &Dataset) -> Matrix<f64> {
         match &ds.features {
-            Features::F64(m) => m,
-            Features::F32(_) => panic!("expected f64"),
+            Features::F64(m) => {
+                Matrix::from_vec(m.as_slice().to_vec(), m.rows(), m.cols()).unwrap()
+            }
+            Features::Sparse(m) => m.to_dense(),
+            Features::F32(_) => panic!("LIBSVM values are f64"),
         }
+    }
+
+    #[test]
+    fn sparse_rows_stay_sparse() {
+        let d = tempfile::tempdir().unwrap();
+        // 4 rows × 10 columns, 5 non-zeros (an explicit zero and a repeat dropped): 12.5 %.
+        let p = write(
+            &d,
+            "s.txt",
+            "1 10:2 1:0.5
+0 3:7 3:1
+1
+0 4:0 5:-1 2:3
+",
+        );
+        let ds = load_libsvm(&p, None).unwrap();
+        let Features::Sparse(m) = &ds.features else {
+            panic!("expected sparse rows")
+        };
+        assert_eq!((m.rows(), m.cols(), m.nnz()), (4, 10, 5));
+        let mut want = vec![0.0; 40];
+        want[0] = 0.5;
+        want[9] = 2.0;
+        want[12] = 1.0;
+        want[31] = 3.0;
+        want[34] = -1.0;
+        assert_eq!(m.to_dense().as_slice(), &want[..]);
     }
 
     #[test]
@@ -279,6 +337,10 @@ mod tests {
         let ds = load_libsvm(p, None).unwrap();
         assert_eq!((ds.rows(), ds.cols()), (32_561, 123));
         assert_eq!(count_labels(&ds), (24_720, 7_841));
+        assert!(
+            ds.features.is_sparse(),
+            "a9a (11 % non-zero) is kept sparse"
+        );
         let m = dense(&ds);
         // First line: "-1 3:1 11:1 14:1 19:1 39:1 42:1 55:1 64:1 67:1 73:1 75:1 76:1 80:1 83:1"
         let ones: Vec<usize> = (0..123)

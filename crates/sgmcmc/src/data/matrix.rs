@@ -345,6 +345,7 @@ pub fn validate_finite(ds: &Dataset) -> Result<(), DataError> {
     match &ds.features {
         Features::F64(m) => check_finite_matrix(m, &ds.features_source, &ds.feature_names)?,
         Features::F32(m) => check_finite_matrix(m, &ds.features_source, &ds.feature_names)?,
+        Features::Sparse(m) => m.check_finite(&ds.features_source)?,
     }
     if let Some(t) = &ds.targets {
         let name = ds

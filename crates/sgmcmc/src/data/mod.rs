@@ -1,7 +1,8 @@
 //! Loading data sets: memory-mapped `.npy`, CSV and LIBSVM, plus validation.
 //!
 //! Features are kept in the precision they were stored in ([`Features::F32`] or
-//! [`Features::F64`]); rows are zero-copy slices ([`Matrix::row`]). Error messages
+//! [`Features::F64`]), or as sparse rows ([`Features::Sparse`], LIBSVM data of low density);
+//! dense rows are zero-copy slices ([`Matrix::row`]). Error messages
 //! are one line, name the file and use 1-based rows/columns (see [`DataError`]).
 
 pub mod coreset_sets;
@@ -12,6 +13,7 @@ mod libsvm;
 mod matrix;
 mod movielens;
 mod npy;
+mod sparse;
 pub mod synthetic;
 
 pub use self::coreset_sets::{load_bike_sharing, load_bike_sharing_reference, load_nba_games};
@@ -24,6 +26,7 @@ pub use self::matrix::{
 };
 pub use self::movielens::{MOVIELENS_FEATURES, load_movielens, movielens_counts};
 pub use self::npy::{load_npy_features, load_npy_vector};
+pub use self::sparse::{CsrMatrix, SPARSE_DENSITY, SparseRow};
 
 /// Features in the precision they were stored in (f32 files are NOT converted: halving bytes/row matters).
 #[derive(Debug)]
@@ -32,6 +35,10 @@ pub enum Features {
     F64(Matrix<f64>),
     /// Single-precision features.
     F32(Matrix<f32>),
+    /// Sparse rows (CSR, f64 values): the GLMs multiply them without the zeros; models that
+    /// read rows densely reject them ([`DataError::SparseUnsupported`]) or take
+    /// [`Features::densified`].
+    Sparse(CsrMatrix),
 }
 
 impl Features {
@@ -41,6 +48,7 @@ impl Features {
         match self {
             Features::F64(m) => m.rows(),
             Features::F32(m) => m.rows(),
+            Features::Sparse(m) => m.rows(),
         }
     }
 
@@ -50,13 +58,14 @@ impl Features {
         match self {
             Features::F64(m) => m.cols(),
             Features::F32(m) => m.cols(),
+            Features::Sparse(m) => m.cols(),
         }
     }
 
-    /// numpy dtype name of the stored elements: `"f8"` or `"f4"`.
+    /// numpy dtype name of the stored elements: `"f8"` or `"f4"` (sparse values are f8).
     pub fn dtype(&self) -> &'static str {
         match self {
-            Features::F64(_) => <f64 as Element>::DTYPE,
+            Features::F64(_) | Features::Sparse(_) => <f64 as Element>::DTYPE,
             Features::F32(_) => <f32 as Element>::DTYPE,
         }
     }
@@ -66,6 +75,61 @@ impl Features {
         match self {
             Features::F64(m) => m.is_mapped(),
             Features::F32(m) => m.is_mapped(),
+            Features::Sparse(_) => false,
+        }
+    }
+
+    /// Whether the rows are stored sparse.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, Features::Sparse(_))
+    }
+
+    /// Entry (i, j) as f64.
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        match self {
+            Features::F64(m) => m.row(i)[j],
+            Features::F32(m) => f64::from(m.row(i)[j]),
+            Features::Sparse(m) => m.get(i, j),
+        }
+    }
+
+    /// Row `i` as f64 into `out` (length cols).
+    pub fn row_into(&self, i: usize, out: &mut [f64]) {
+        match self {
+            Features::F64(m) => out.copy_from_slice(m.row(i)),
+            Features::F32(m) => out
+                .iter_mut()
+                .zip(m.row(i))
+                .for_each(|(o, &v)| *o = f64::from(v)),
+            Features::Sparse(m) => m.row_into(i, out),
+        }
+    }
+
+    /// Bytes of storage.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Features::F64(m) => m.rows() * m.cols() * 8,
+            Features::F32(m) => m.rows() * m.cols() * 4,
+            Features::Sparse(m) => m.bytes(),
+        }
+    }
+
+    /// Dense features: sparse rows written out as f64, dense ones unchanged.
+    pub fn densified(self) -> Features {
+        match self {
+            Features::Sparse(m) => Features::F64(m.to_dense()),
+            dense => dense,
+        }
+    }
+
+    /// An error unless the rows are dense (for a model that reads them densely).
+    pub fn require_dense(&self, model: &'static str, source: &str) -> Result<(), DataError> {
+        match self {
+            Features::Sparse(_) => Err(DataError::SparseUnsupported {
+                source_name: source.to_string(),
+                model,
+            }),
+            _ => Ok(()),
         }
     }
 }
@@ -123,6 +187,7 @@ impl Dataset {
             features: match &self.features {
                 Features::F64(m) => Features::F64(gather(m, rows)),
                 Features::F32(m) => Features::F32(gather(m, rows)),
+                Features::Sparse(m) => Features::Sparse(m.select_rows(rows)),
             },
             targets: self
                 .targets

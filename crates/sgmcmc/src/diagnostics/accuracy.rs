@@ -602,6 +602,8 @@ pub fn predictive_metrics(
     match features {
         Features::F64(x) => row_results(model, draws, x, targets, &mut rows),
         Features::F32(x) => row_results(model, draws, x, targets, &mut rows),
+        // Held-out rows are few: written out once, they take the dense path.
+        Features::Sparse(x) => row_results(model, draws, &x.to_dense(), targets, &mut rows),
     }
     // Sums in row order: the same bits for any thread count.
     let log_loss = -rows.iter().map(|r| r.log_predictive).sum::<f64>() / n as f64;

@@ -193,6 +193,11 @@ impl Bnn {
         match &self.features {
             Features::F64(m) => copy(m, rows, x, self.inputs),
             Features::F32(m) => copy(m, rows, x, self.inputs),
+            Features::Sparse(m) => {
+                for (&i, dst) in rows.iter().zip(x.chunks_exact_mut(self.inputs)) {
+                    m.row_into(i as usize, dst);
+                }
+            }
         }
     }
 

@@ -16,7 +16,7 @@
 
 use super::logistic::{Bernoulli, sigmoid};
 use super::{DataIndex, Family, Model, ModelError, NormalPrior, Scratch, debug_check_dim};
-use crate::data::{Dataset, Features};
+use crate::data::Dataset;
 use crate::rng::ChainRng;
 
 /// Below this argument, log σ(a) is replaced by a (reference §7.9).
@@ -83,10 +83,7 @@ impl BradleyTerry {
         }
         let target_source = data.targets_source.as_deref().unwrap_or(&source);
         let wins = Bernoulli.prepare_targets(ys, target_source)?;
-        let value = |i: usize, j: usize| match &data.features {
-            Features::F64(m) => m.row(i)[j],
-            Features::F32(m) => f64::from(m.row(i)[j]),
-        };
+        let value = |i: usize, j: usize| data.features.get(i, j);
         // Ids as integers (exact in f64 up to 2^53).
         let mut pairs = Vec::with_capacity(data.rows());
         for i in 0..data.rows() {

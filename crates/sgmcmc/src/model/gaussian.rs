@@ -51,6 +51,8 @@ impl GaussianModel {
         covariance: &[f64],
         prior_variance: f64,
     ) -> Result<Self, ModelError> {
+        // The rows are summed densely; sparse rows (rare for this model) are written out.
+        let data = data.densified();
         let d = data.cols();
         if covariance.len() != d * d {
             return Err(ModelError::Setting(format!(
@@ -155,17 +157,16 @@ impl GaussianModel {
         match &self.data {
             Features::F64(x) => go(x, batch, s),
             Features::F32(x) => go(x, batch, s),
+            Features::Sparse(x) => {
+                for &i in batch {
+                    x.row(i as usize).axpy(1.0, s);
+                }
+            }
         }
     }
 
     fn row_f64(&self, i: usize, out: &mut [f64]) {
-        match &self.data {
-            Features::F64(x) => out.copy_from_slice(x.row(i)),
-            Features::F32(x) => out
-                .iter_mut()
-                .zip(x.row(i))
-                .for_each(|(o, &v)| *o = f64::from(v)),
-        }
+        self.data.row_into(i, out);
     }
 }
 

@@ -9,7 +9,8 @@ use super::{
 };
 use crate::cpu::clear_upper_vector_state;
 use crate::data::{
-    DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, prefetch_element,
+    CsrMatrix, DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, SparseRow,
+    prefetch_element,
 };
 use crate::rng::ChainRng;
 use faer::linalg::matmul::matmul;
@@ -177,13 +178,13 @@ impl<F: Family> Glm<F> {
     /// Start loading the row and the target of `batch[k + PREFETCH_DISTANCE]`, so that the
     /// random reads of a batch loop overlap.
     #[inline(always)]
-    fn prefetch<T: Element>(&self, x: &Matrix<T>, batch: &[DataIndex], k: usize) {
+    fn prefetch<X: GlmRows>(&self, x: &X, batch: &[DataIndex], k: usize) {
         self.prefetch_at(x, batch, k + PREFETCH_DISTANCE);
     }
 
     /// Start loading the row and the target of `batch[k]` (if k is in range).
     #[inline(always)]
-    fn prefetch_at<T: Element>(&self, x: &Matrix<T>, batch: &[DataIndex], k: usize) {
+    fn prefetch_at<X: GlmRows>(&self, x: &X, batch: &[DataIndex], k: usize) {
         if let Some(&ahead) = batch.get(k) {
             x.prefetch_row(ahead as usize);
             prefetch_element(&self.targets, ahead as usize);
@@ -261,11 +262,109 @@ fn axpy<T: Element>(a: f64, row: &[T], g: &mut [f64]) {
     }
 }
 
+/// Stored rows as the GLM kernels read them: dense rows of either precision, or sparse rows.
+trait GlmRows: Sync {
+    /// One row.
+    type Row<'a>: GlmRow
+    where
+        Self: 'a;
+    /// Row `i`.
+    fn row(&self, i: usize) -> Self::Row<'_>;
+    /// Start loading row `i`.
+    fn prefetch_row(&self, i: usize);
+}
+
+/// What the kernels do with a row x.
+trait GlmRow: Copy {
+    /// xᵀw.
+    fn dot(self, w: &[f64]) -> f64;
+    /// `g += a·x`.
+    fn axpy(self, a: f64, g: &mut [f64]);
+    /// `out = a·x`, dense.
+    fn write_scaled(self, a: f64, out: &mut [f64]);
+    /// `moments.add_scaled(a, x, tail)`; `buf` (length d) holds a sparse row written out.
+    fn add_term(self, a: f64, tail: &[f64], moments: &mut TermMoments, buf: &mut [f64]);
+}
+
+impl<T: Element> GlmRows for Matrix<T> {
+    type Row<'a> = &'a [T];
+
+    #[inline(always)]
+    fn row(&self, i: usize) -> &[T] {
+        Matrix::row(self, i)
+    }
+
+    #[inline(always)]
+    fn prefetch_row(&self, i: usize) {
+        Matrix::prefetch_row(self, i);
+    }
+}
+
+impl<T: Element> GlmRow for &[T] {
+    #[inline(always)]
+    fn dot(self, w: &[f64]) -> f64 {
+        dot(self, w)
+    }
+
+    #[inline(always)]
+    fn axpy(self, a: f64, g: &mut [f64]) {
+        axpy(a, self, g);
+    }
+
+    #[inline(always)]
+    fn write_scaled(self, a: f64, out: &mut [f64]) {
+        for (o, &x) in out.iter_mut().zip(self) {
+            *o = a * x.to_f64();
+        }
+    }
+
+    #[inline(always)]
+    fn add_term(self, a: f64, tail: &[f64], moments: &mut TermMoments, _buf: &mut [f64]) {
+        moments.add_scaled(a, self, tail);
+    }
+}
+
+impl GlmRows for CsrMatrix {
+    type Row<'a> = SparseRow<'a>;
+
+    #[inline(always)]
+    fn row(&self, i: usize) -> SparseRow<'_> {
+        CsrMatrix::row(self, i)
+    }
+
+    #[inline(always)]
+    fn prefetch_row(&self, i: usize) {
+        CsrMatrix::prefetch_row(self, i);
+    }
+}
+
+impl GlmRow for SparseRow<'_> {
+    #[inline(always)]
+    fn dot(self, w: &[f64]) -> f64 {
+        SparseRow::dot(self, w)
+    }
+
+    #[inline(always)]
+    fn axpy(self, a: f64, g: &mut [f64]) {
+        SparseRow::axpy(self, a, g);
+    }
+
+    #[inline(always)]
+    fn write_scaled(self, a: f64, out: &mut [f64]) {
+        SparseRow::write_scaled(self, a, out);
+    }
+
+    #[inline(always)]
+    fn add_term(self, a: f64, tail: &[f64], moments: &mut TermMoments, buf: &mut [f64]) {
+        self.write_scaled(1.0, buf);
+        moments.add_scaled(a, buf, tail);
+    }
+}
+
 impl<F: Family> Glm<F> {
-    /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the
-    /// log-likelihoods, in one pass over the rows: the hot loop of every minibatch estimate.
-    /// A block of consecutive rows (contiguous minibatches) goes to [`Self::grad_rows`].
-    fn grad_kernel<T: Element, const LOG_LIK: bool>(
+    /// [`Self::grad_kernel`] for dense rows: a block of consecutive rows (contiguous
+    /// minibatches, full passes) goes to [`Self::grad_rows`], read as a stream.
+    fn grad_dense<T: Element, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
         theta: &[f64],
@@ -273,15 +372,28 @@ impl<F: Family> Glm<F> {
         weight: f64,
         grad: &mut [f64],
     ) -> f64 {
-        if let Some(runs) = block_runs(batch) {
-            return runs
+        match block_runs(batch) {
+            Some(runs) => runs
                 .iter()
                 .map(|&(start, len)| {
                     self.grad_rows::<T, LOG_LIK>(x, theta, start, len, weight, grad)
                 })
-                .sum();
+                .sum(),
+            None => self.grad_kernel::<_, LOG_LIK>(x, theta, batch, weight, grad),
         }
-        let d = x.cols();
+    }
+
+    /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the
+    /// log-likelihoods, in one pass over the rows: the hot loop of every minibatch estimate.
+    fn grad_kernel<X: GlmRows, const LOG_LIK: bool>(
+        &self,
+        x: &X,
+        theta: &[f64],
+        batch: &[DataIndex],
+        weight: f64,
+        grad: &mut [f64],
+    ) -> f64 {
+        let d = self.features.cols();
         let (w, b, extra) = self.split(theta);
         let (gw, rest) = grad.split_at_mut(d);
         let (gb, gextra) = if self.intercept {
@@ -295,13 +407,13 @@ impl<F: Family> Glm<F> {
             self.prefetch(x, batch, k);
             let i = i as usize;
             let row = x.row(i);
-            let z = dot(row, w) + b;
+            let z = row.dot(w) + b;
             let y = self.targets[i];
             if LOG_LIK {
                 total += self.family.log_lik(y, z, extra);
             }
             let r = weight * self.family.dlog_lik_dz(y, z, extra);
-            axpy(r, row, gw);
+            row.axpy(r, gw);
             sum_r += r;
             self.family.add_dlog_lik_dextra(y, z, extra, weight, gextra);
         }
@@ -367,29 +479,31 @@ impl<F: Family> Glm<F> {
     /// [`TILE_DRAWS`] draws, Z = X·Wᵀ (+ b), the extras' gradients, R = ∂log p/∂Z
     /// ([`Family::dlog_lik_dz_tile`]), the intercepts' Σᵢ R, and G_w += Rᵀ·X. Each row is
     /// read from memory once for the whole block of draws.
-    fn grad_draws_rows<T: Element>(
+    fn grad_draws_rows<X: GlmRows>(
         &self,
-        x: &Matrix<T>,
+        x: &X,
         thetas: &[f64],
         start: usize,
         len: usize,
         grads: &mut [f64],
         scratch: &mut Scratch,
     ) {
-        let d = x.cols();
+        let d = self.features.cols();
         let dim = self.dim();
         let draws = thetas.len() / dim;
         let e0 = d + usize::from(self.intercept);
         let has_extra = e0 < dim;
-        let rows = &x.as_slice()[start * d..(start + len) * d];
         let ys = &self.targets[start..start + len];
         let (xs, z) = scratch
             .get(TILE_ROWS * d + TILE_ROWS * TILE_DRAWS)
             .split_at_mut(TILE_ROWS * d);
-        for (tile, ys) in rows.chunks(TILE_ROWS * d).zip(ys.chunks(TILE_ROWS)) {
+        for (t, ys) in ys.chunks(TILE_ROWS).enumerate() {
             let m = ys.len();
             let xs = &mut xs[..m * d];
-            xs.iter_mut().zip(tile).for_each(|(a, &b)| *a = b.to_f64());
+            let first = start + t * TILE_ROWS;
+            for (k, out) in xs.chunks_exact_mut(d).enumerate() {
+                x.row(first + k).write_scaled(1.0, out);
+            }
             let x_tile = MatRef::from_row_major_slice(xs, m, d);
             for p0 in (0..draws).step_by(TILE_DRAWS) {
                 let q = TILE_DRAWS.min(draws - p0);
@@ -453,9 +567,9 @@ impl<F: Family> Glm<F> {
     }
 
     /// Per-datum log-likelihoods (`out[k]`) over `batch`.
-    fn log_lik_kernel<T: Element>(
+    fn log_lik_kernel<X: GlmRows>(
         &self,
-        x: &Matrix<T>,
+        x: &X,
         theta: &[f64],
         batch: &[DataIndex],
         out: &mut [f64],
@@ -464,7 +578,7 @@ impl<F: Family> Glm<F> {
         for (k, &i) in batch.iter().enumerate() {
             self.prefetch(x, batch, k);
             let i = i as usize;
-            let z = dot(x.row(i), w) + b;
+            let z = x.row(i).dot(w) + b;
             out[k] = self.family.log_lik(self.targets[i], z, extra);
         }
     }
@@ -472,14 +586,8 @@ impl<F: Family> Glm<F> {
     /// Per-datum gradients over `batch`: row k of `out` (batch.len() × D) is
     /// ∇log p(y_{batch[k]} | x, θ) = r·(x, 1, ∂extra) with r = ∂log p/∂z, written directly (no
     /// zero fill), one pass over the rows.
-    fn grads_kernel<T: Element>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        batch: &[DataIndex],
-        out: &mut [f64],
-    ) {
-        let d = x.cols();
+    fn grads_kernel<X: GlmRows>(&self, x: &X, theta: &[f64], batch: &[DataIndex], out: &mut [f64]) {
+        let d = self.features.cols();
         let dim = theta.len();
         let (w, b, extra) = self.split(theta);
         let e0 = d + usize::from(self.intercept);
@@ -487,13 +595,11 @@ impl<F: Family> Glm<F> {
             self.prefetch(x, batch, k);
             let i = i as usize;
             let row = x.row(i);
-            let z = dot(row, w) + b;
+            let z = row.dot(w) + b;
             let y = self.targets[i];
             let r = self.family.dlog_lik_dz(y, z, extra);
             let (gw, rest) = g.split_at_mut(d);
-            for (gj, &xj) in gw.iter_mut().zip(row) {
-                *gj = r * xj.to_f64();
-            }
+            row.write_scaled(r, gw);
             if self.intercept {
                 rest[0] = r;
             }
@@ -512,9 +618,9 @@ impl<F: Family> Glm<F> {
     /// straight into `moments`' block; the batch gradient is then the moments' sum of terms,
     /// so no row is accumulated twice.
     #[allow(clippy::too_many_arguments)]
-    fn terms_kernel<T: Element, const CENTRED: bool>(
+    fn terms_kernel<X: GlmRows, const CENTRED: bool>(
         &self,
-        x: &Matrix<T>,
+        x: &X,
         theta: &[f64],
         centre: &[f64],
         batch: &[DataIndex],
@@ -523,23 +629,24 @@ impl<F: Family> Glm<F> {
         moments: &mut TermMoments,
         scratch: &mut Scratch,
     ) {
-        let d = x.cols();
+        let d = self.features.cols();
         let (w, b, extra) = self.split(theta);
         let (w_c, b_c, extra_c) = self.split(centre);
         let e0 = d + usize::from(self.intercept);
         let has_extra = e0 < theta.len();
         // `before` (D) and the term's tail after the features: the intercept's r and the
         // extras' gradient.
-        let (before, tail) = scratch.get(2 * theta.len()).split_at_mut(theta.len());
-        let tail = &mut tail[..theta.len() - d];
+        let (before, rest) = scratch.get(2 * theta.len() + d).split_at_mut(theta.len());
+        let (tail, dense_row) = rest.split_at_mut(theta.len() - d);
+        let dense_row = &mut dense_row[..d];
         moments.sum_of_terms(before);
         for (k, &i) in batch.iter().enumerate() {
             self.prefetch(x, batch, k);
             let i = i as usize;
             let row = x.row(i);
             let y = self.targets[i];
-            let z = dot(row, w) + b;
-            let z_c = if CENTRED { dot(row, w_c) + b_c } else { 0.0 };
+            let z = row.dot(w) + b;
+            let z_c = if CENTRED { row.dot(w_c) + b_c } else { 0.0 };
             let mut r = self.family.dlog_lik_dz(y, z, extra);
             if CENTRED {
                 r -= self.family.dlog_lik_dz(y, z_c, extra_c);
@@ -555,7 +662,7 @@ impl<F: Family> Glm<F> {
                     self.family.add_dlog_lik_dextra(y, z_c, extra_c, -1.0, te);
                 }
             }
-            moments.add_scaled(r, row, tail);
+            row.add_term(r, tail, moments, dense_row);
         }
         moments.add_weighted_sum_since(before, weight, grad);
     }
@@ -567,6 +674,7 @@ macro_rules! with_features {
         match &$self.features {
             Features::F64($x) => $body,
             Features::F32($x) => $body,
+            Features::Sparse($x) => $body,
         }
     };
 }
@@ -650,7 +758,11 @@ impl<F: Family> Model for Glm<F> {
         _s: &mut Scratch,
     ) {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.grad_kernel::<_, false>(x, theta, batch, weight, grad));
+        match &self.features {
+            Features::F64(x) => self.grad_dense::<_, false>(x, theta, batch, weight, grad),
+            Features::F32(x) => self.grad_dense::<_, false>(x, theta, batch, weight, grad),
+            Features::Sparse(x) => self.grad_kernel::<_, false>(x, theta, batch, weight, grad),
+        };
     }
 
     /// Blocks of consecutive rows (a full pass's chunks) through two GEMMs per tile
@@ -688,7 +800,11 @@ impl<F: Family> Model for Glm<F> {
         _s: &mut Scratch,
     ) -> f64 {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.grad_kernel::<_, true>(x, theta, batch, weight, grad))
+        match &self.features {
+            Features::F64(x) => self.grad_dense::<_, true>(x, theta, batch, weight, grad),
+            Features::F32(x) => self.grad_dense::<_, true>(x, theta, batch, weight, grad),
+            Features::Sparse(x) => self.grad_kernel::<_, true>(x, theta, batch, weight, grad),
+        }
     }
 
     fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {

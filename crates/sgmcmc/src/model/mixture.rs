@@ -163,6 +163,7 @@ impl GaussianMixtureModel {
         let x = match &data {
             Features::F64(m) => to_f64(m),
             Features::F32(m) => to_f64(m),
+            Features::Sparse(m) => to_f64(&m.to_dense()),
         };
         if x.is_empty() {
             return Err(DataError::Empty {

@@ -201,10 +201,7 @@ impl Pmf {
         })?;
         let target_source = data.targets_source.as_deref().unwrap_or(&source);
         check_ratings(ys, target_source)?;
-        let value = |i: usize, j: usize| match &data.features {
-            Features::F64(m) => m.row(i)[j],
-            Features::F32(m) => f64::from(m.row(i)[j]),
-        };
+        let value = |i: usize, j: usize| data.features.get(i, j);
         let limit = [
             users.unwrap_or(u32::MAX as usize),
             items.unwrap_or(u32::MAX as usize),
@@ -628,10 +625,7 @@ impl Predictive for Pmf {
         let counts = [self.users, self.items];
         for row in 0..features.rows() {
             for (c, &count) in counts.iter().enumerate() {
-                let v = match features {
-                    Features::F64(m) => m.row(row)[c],
-                    Features::F32(m) => f64::from(m.row(row)[c]),
-                };
+                let v = features.get(row, c);
                 if as_index(v, count).is_none() {
                     return Err(index_error(source, row, c, v, Some(count)));
                 }
