@@ -155,18 +155,23 @@ fn glm_block_scores_equal_per_draw_scores() {
     }
 }
 
-/// More draws than one pass takes (256): the evaluator passes over the data twice.
-#[test]
-fn draws_beyond_one_pass() {
-    let w = [0.8, -1.2, 0.5, 0.3];
-    let (x, y) = logistic_data(24, 20_000, &w, 0.0);
-    let model = LogisticRegression::new(
+/// Logistic regression without intercept on `rows` rows drawn around `w`.
+fn logistic_without_intercept(seed: u64, rows: usize, w: &[f64]) -> LogisticRegression {
+    let (x, y) = logistic_data(seed, rows, w, 0.0);
+    LogisticRegression::new(
         dataset(x, COLS, Some(y), false),
         Bernoulli,
         NormalPrior::new(3.0).unwrap(),
         false,
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// More draws than one pass takes (256): the evaluator passes over the data twice.
+#[test]
+fn draws_beyond_one_pass() {
+    let w = [0.8, -1.2, 0.5, 0.3];
+    let model = logistic_without_intercept(24, 20_000, &w);
     let thetas = draws_near(&w, 300, 0.5, 5);
     let want = per_draw_scores(&model, &thetas);
     assert_close_rows(&block_scores(&model, &thetas), &want, 4, "300 draws");
@@ -221,14 +226,7 @@ fn default_block_scores_are_the_per_draw_scores() {
 #[test]
 fn preconditioned_block_scores() {
     let w = [0.8, -1.2, 0.5, 0.3];
-    let (x, y) = logistic_data(27, 30_000, &w, 0.0);
-    let model = LogisticRegression::new(
-        dataset(x, COLS, Some(y), false),
-        Bernoulli,
-        NormalPrior::new(3.0).unwrap(),
-        false,
-    )
-    .unwrap();
+    let model = logistic_without_intercept(27, 30_000, &w);
     let covariance = [
         0.04, 0.01, 0.0, 0.0, //
         0.01, 0.09, 0.02, 0.0, //
@@ -243,14 +241,7 @@ fn preconditioned_block_scores() {
 #[test]
 fn block_scores_do_not_depend_on_the_thread_count() {
     let w = [0.8, -1.2, 0.5, 0.3];
-    let (x, y) = logistic_data(28, 40_000, &w, 0.0);
-    let model = LogisticRegression::new(
-        dataset(x, COLS, Some(y), false),
-        Bernoulli,
-        NormalPrior::new(3.0).unwrap(),
-        false,
-    )
-    .unwrap();
+    let model = logistic_without_intercept(28, 40_000, &w);
     let thetas = draws_near(&w, 90, 0.5, 8);
     let in_pool = |threads: usize| {
         rayon::ThreadPoolBuilder::new()

@@ -5,7 +5,8 @@
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
 use super::{
-    CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments, debug_check_dim,
+    CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments,
+    add_grad_log_lik_per_draw, debug_check_dim,
 };
 use crate::cpu::clear_upper_vector_state;
 use crate::data::{
@@ -783,11 +784,7 @@ impl<F: Family> Model for Glm<F> {
                     self.grad_draws_rows(x, thetas, start, len, grads, scratch);
                 }
             }),
-            None => {
-                for (theta, grad) in thetas.chunks_exact(dim).zip(grads.chunks_exact_mut(dim)) {
-                    self.add_grad_log_lik(theta, batch, 1.0, grad, scratch);
-                }
-            }
+            None => add_grad_log_lik_per_draw(self, thetas, batch, grads, scratch),
         }
     }
 

@@ -171,10 +171,7 @@ pub trait Model: Send + Sync {
         grads: &mut [f64],
         scratch: &mut Scratch,
     ) {
-        let d = self.dim();
-        for (theta, grad) in thetas.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
-            self.add_grad_log_lik(theta, batch, 1.0, grad, scratch);
-        }
+        add_grad_log_lik_per_draw(self, thetas, batch, grads, scratch);
     }
 
     /// `Σ_{i∈batch} log p(xᵢ | θ)` and `grad += weight · Σ ∇ log p(xᵢ | θ)` in one pass.
@@ -273,6 +270,21 @@ pub trait Model: Send + Sync {
             model: self.name(),
             what: "drawing from the prior",
         })
+    }
+}
+
+/// [`Model::add_grad_log_lik_draws`] one draw at a time: one [`Model::add_grad_log_lik`] call
+/// per row of `thetas` (the default, and the GLMs' route for scattered batches).
+pub(crate) fn add_grad_log_lik_per_draw(
+    model: &(impl Model + ?Sized),
+    thetas: &[f64],
+    batch: &[DataIndex],
+    grads: &mut [f64],
+    scratch: &mut Scratch,
+) {
+    let d = model.dim();
+    for (theta, grad) in thetas.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
+        model.add_grad_log_lik(theta, batch, 1.0, grad, scratch);
     }
 }
 
