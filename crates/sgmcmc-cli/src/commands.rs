@@ -657,3 +657,41 @@ pub fn ksd(
     }
     Ok(())
 }
+
+/// `sgmcmc shuffle FEATURES --out COPY [--targets Y --out-targets Y_COPY] [--seed S]
+/// [--memory-mib M]`: the rows in a uniformly random order, written out of core
+/// (`data::shuffle_npy`).
+pub fn shuffle(
+    features: &Path,
+    targets: Option<(&Path, &Path)>,
+    out: &Path,
+    seed: u64,
+    memory_mib: usize,
+) -> Result<()> {
+    anyhow::ensure!(memory_mib >= 1, "--memory-mib must be at least 1");
+    let inputs = std::iter::once(features).chain(targets.map(|(t, _)| t));
+    let outputs = std::iter::once(out).chain(targets.map(|(_, o)| o));
+    for (i, o) in inputs.zip(outputs) {
+        anyhow::ensure!(
+            i != o,
+            "{}: the copy must not overwrite its input (it is read while the copy is written)",
+            o.display()
+        );
+    }
+    let r = sgmcmc::data::shuffle_npy(features, targets, out, seed, memory_mib << 20)?;
+    let gb = r.bytes as f64 / 1e9;
+    println!(
+        "shuffled {} rows x {} columns ({}, {gb:.2} GB with targets) through {} buckets: \
+         {:.1} s to the buckets ({:.2} GB/s), {:.1} s to {} ({:.2} GB/s)",
+        r.rows,
+        r.cols,
+        r.dtype,
+        r.buckets,
+        r.seconds[0],
+        gb / r.seconds[0].max(1e-9),
+        r.seconds[1],
+        out.display(),
+        gb / r.seconds[1].max(1e-9)
+    );
+    Ok(())
+}

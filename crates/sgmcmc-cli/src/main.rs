@@ -108,6 +108,29 @@ enum Command {
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
     },
+    /// Write a copy of a .npy feature matrix (and its targets) with the rows in a uniformly
+    /// random order, out of core (two sequential passes through bucket files, at most --memory-mib
+    /// held at once): for block minibatches ([gradient] scheme = "block") on data larger than
+    /// memory, with [data] rows_shuffled = true.
+    Shuffle {
+        /// The features (.npy, 2-D, f8 or f4).
+        features: PathBuf,
+        /// The copy to write (same dtype).
+        #[arg(long)]
+        out: PathBuf,
+        /// The targets (.npy vector) to shuffle along.
+        #[arg(long, requires = "out_targets")]
+        targets: Option<PathBuf>,
+        /// Where to write the shuffled targets (f8).
+        #[arg(long, requires = "targets")]
+        out_targets: Option<PathBuf>,
+        /// Seed of the permutation.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Memory to use, in MiB.
+        #[arg(long, default_value_t = 1024)]
+        memory_mib: usize,
+    },
     /// Measure SGLD iterations/s on the synthetic logistic data, with bytes and FLOPs per iteration
     /// (--matrix: every sampler x estimator).
     Bench(sgmcmc_experiments::bench::BenchArgs),
@@ -153,6 +176,20 @@ fn main() -> ExitCode {
         Command::Bench(args) => {
             sgmcmc_experiments::bench::bench(&args).map_err(anyhow::Error::from)
         }
+        Command::Shuffle {
+            features,
+            out,
+            targets,
+            out_targets,
+            seed,
+            memory_mib,
+        } => commands::shuffle(
+            &features,
+            targets.as_deref().zip(out_targets.as_deref()),
+            &out,
+            seed,
+            memory_mib,
+        ),
         Command::Experiment { which } => experiment::run(which),
     };
     match result {

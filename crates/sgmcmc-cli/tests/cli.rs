@@ -895,3 +895,68 @@ fn bench_pmf_reports_the_rate_and_the_parts() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--pmf-batch"));
 }
+
+/// `sgmcmc shuffle` writes a permuted copy of features and targets (rows kept whole), which a
+/// block-minibatch run reads as it is with `[data] rows_shuffled = true`; a copy over its own
+/// input is refused.
+#[test]
+fn shuffle_writes_a_permuted_copy_that_a_block_run_reads() {
+    let body = "[sampler]\nkind = \"sgld\"\nstep_size = 1e-4\n\n[gradient]\nbatch_size = 20\nscheme = \"block\"\n\n[run]\niterations = 200\nchains = 2";
+    let dir = setup(
+        "features = \"xs.npy\"\ntargets = \"ys.npy\"\nrows_shuffled = true",
+        LOGISTIC,
+        body,
+    );
+    let out = sgmcmc(
+        &[
+            "shuffle",
+            "x.npy",
+            "--out",
+            "xs.npy",
+            "--targets",
+            "y.npy",
+            "--out-targets",
+            "ys.npy",
+            "--seed",
+            "5",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let x: Array2<f64> = ndarray_npy::read_npy(dir.path().join("x.npy")).unwrap();
+    let y: Array1<f64> = ndarray_npy::read_npy(dir.path().join("y.npy")).unwrap();
+    let xs: Array2<f64> = ndarray_npy::read_npy(dir.path().join("xs.npy")).unwrap();
+    let ys: Array1<f64> = ndarray_npy::read_npy(dir.path().join("ys.npy")).unwrap();
+    let rows = |x: &Array2<f64>, y: &Array1<f64>| {
+        let mut r: Vec<Vec<u64>> = (0..y.len())
+            .map(|i| {
+                let mut v: Vec<u64> = x.row(i).iter().map(|a| a.to_bits()).collect();
+                v.push(y[i].to_bits());
+                v
+            })
+            .collect();
+        r.sort();
+        r
+    };
+    assert_ne!(x, xs, "the rows moved");
+    assert_eq!(
+        rows(&x, &y),
+        rows(&xs, &ys),
+        "each row with its target, once"
+    );
+    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    common::assert_command_fails_with(
+        &["shuffle", "x.npy", "--out", "x.npy"],
+        dir.path(),
+        &["must not overwrite its input"],
+    );
+}

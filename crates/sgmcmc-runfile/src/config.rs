@@ -86,6 +86,11 @@ pub struct DataConfig {
     /// as f64 features, the digit as the target.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mnist: Option<PathBuf>,
+    /// The rows are already in a uniformly random order (e.g. written by `sgmcmc shuffle`):
+    /// block minibatches (`[gradient] scheme = "block"`) read them as they are instead of
+    /// shuffling an in-memory copy, so a memory-mapped file larger than memory works.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rows_shuffled: bool,
 }
 
 /// Built-in synthetic logistic-regression data, all from `seed`: the demo's (x ~ N(0, I),

@@ -275,13 +275,36 @@ pub fn prepare_data(cfg: &Config, data: Dataset) -> Result<Prepared, PipelineErr
 
 /// The training rows as the estimators read them: in a random order (from the run's seed)
 /// when `[gradient] scheme = "block"`, so that each contiguous block is a random sample; as
-/// given otherwise.
-fn training_order(cfg: &Config, data: Dataset) -> Dataset {
-    if cfg.gradient().scheme == MinibatchScheme::Block {
-        data.shuffled(cfg.run.seed)
-    } else {
-        data
+/// given otherwise, or when `[data] rows_shuffled` says they already are. The shuffled rows
+/// are an in-memory copy: a memory-mapped file too large for it is an error that names
+/// `sgmcmc shuffle` (the out-of-core copy).
+fn training_order(cfg: &Config, data: Dataset) -> Result<Dataset, PipelineError> {
+    if cfg.gradient().scheme != MinibatchScheme::Block || cfg.data.rows_shuffled {
+        return Ok(data);
     }
+    let bytes = data.features.bytes();
+    if data.features.is_mapped()
+        && let Some(available) = available_memory()
+        && bytes > available / 2
+    {
+        return Err(other(format!(
+            "{}: block minibatches need the rows in a random order, and an in-memory shuffled \
+             copy of these {:.1} GB would not fit (available memory {:.1} GB); write a shuffled \
+             copy with `sgmcmc shuffle` and set [data] rows_shuffled = true",
+            data.features_source,
+            bytes as f64 / 1e9,
+            available as f64 / 1e9
+        )));
+    }
+    Ok(data.shuffled(cfg.run.seed))
+}
+
+/// MemAvailable from /proc/meminfo, in bytes (None where there is no such file).
+fn available_memory() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn prepare_with(
@@ -289,7 +312,7 @@ fn prepare_with(
     load: impl FnOnce() -> Result<Dataset, PipelineError>,
 ) -> Result<Prepared, PipelineError> {
     let Some(ev) = &cfg.evaluation else {
-        let data = training_order(cfg, load()?);
+        let data = training_order(cfg, load()?)?;
         return Ok(Prepared {
             model: RunModel::Plain(build_model(&cfg.model, data)?),
             evaluation: None,
@@ -353,7 +376,7 @@ fn prepare_with(
         (data, None, String::new())
     };
 
-    let train = training_order(cfg, train);
+    let train = training_order(cfg, train)?;
     let (model, test) = match test_data {
         None => (RunModel::Plain(build_model(&cfg.model, train)?), None),
         Some(test) => {

@@ -13,6 +13,7 @@ mod libsvm;
 mod matrix;
 mod movielens;
 mod npy;
+mod shuffle;
 mod sparse;
 pub mod synthetic;
 
@@ -26,6 +27,7 @@ pub use self::matrix::{
 };
 pub use self::movielens::{MOVIELENS_FEATURES, load_movielens, movielens_counts};
 pub use self::npy::{load_npy_features, load_npy_vector};
+pub use self::shuffle::{SHUFFLE_MEMORY, ShuffleReport, shuffle_npy};
 pub use self::sparse::{CsrMatrix, SPARSE_DENSITY, SparseRow};
 
 /// Features in the precision they were stored in (f32 files are NOT converted: halving bytes/row matters).
