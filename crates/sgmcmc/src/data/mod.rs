@@ -22,8 +22,9 @@ pub use self::csv::load_csv;
 pub use self::error::DataError;
 pub use self::libsvm::load_libsvm;
 pub use self::matrix::{
-    Element, Matrix, PREFETCH_DISTANCE, check_finite_matrix, check_finite_targets, check_nonempty,
-    check_same_rows, gather_sum, prefetch_element, validate, validate_finite,
+    Element, Matrix, PREFETCH_DISTANCE, ROW_PREFETCH_DISTANCE, check_finite_matrix,
+    check_finite_targets, check_nonempty, check_same_rows, gather_sum, prefetch_element, validate,
+    validate_finite,
 };
 pub use self::movielens::{MOVIELENS_FEATURES, load_movielens, movielens_counts};
 pub use self::npy::{load_npy_features, load_npy_vector};

@@ -4,14 +4,15 @@
 //!
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
+use super::row_kernels::{self, Isa, RowElement};
 use super::{
     CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments,
     add_grad_log_lik_per_draw, debug_check_dim,
 };
 use crate::cpu::clear_upper_vector_state;
 use crate::data::{
-    CsrMatrix, DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE, SparseRow,
-    prefetch_element,
+    CsrMatrix, DataError, Dataset, Element, Features, Matrix, PREFETCH_DISTANCE,
+    ROW_PREFETCH_DISTANCE, SparseRow, prefetch_element,
 };
 use crate::rng::ChainRng;
 use faer::linalg::matmul::matmul;
@@ -193,8 +194,21 @@ impl<F: Family> Glm<F> {
     }
 }
 
-/// Rows per chunk of the contiguous kernel: their z (then r) stay in a stack buffer.
-const CHUNK_ROWS: usize = 64;
+/// What a chunk of [`Glm::grad_dense`] reads and adds to, besides its rows.
+struct ChunkTerms<'g> {
+    idx: &'g [DataIndex],
+    weight: f64,
+    w: &'g [f64],
+    b: f64,
+    extra: &'g [f64],
+    gextra: &'g mut [f64],
+    gw: &'g mut [f64],
+    isa: Isa,
+}
+
+/// Rows per chunk of the dense minibatch kernel ([`Glm::grad_dense`]): their z (then r) and
+/// targets stay in stack buffers, the rows (10 KB at d = 10) in L1 between the two passes.
+const CHUNK_ROWS: usize = 128;
 
 /// Rows per tile of the block-of-draws kernel ([`Glm::grad_draws_rows`]): 256 rows of d ≈ 10
 /// doubles (20 KB) stay in L1 while every draw of the block passes over them.
@@ -363,9 +377,14 @@ impl GlmRow for SparseRow<'_> {
 }
 
 impl<F: Family> Glm<F> {
-    /// [`Self::grad_kernel`] for dense rows: a block of consecutive rows (contiguous
-    /// minibatches, full passes) goes to [`Self::grad_rows`], read as a stream.
-    fn grad_dense<T: Element, const LOG_LIK: bool>(
+    /// [`Self::grad_kernel`] for dense rows, per chunk of [`CHUNK_ROWS`] rows: the linear
+    /// predictors z ([`row_kernels::dots`]), the residuals r = weight·∂log p/∂z (with the
+    /// family's vectorised [`Family::dlog_lik_dz_tile`]), then g += Σ r·x
+    /// ([`row_kernels::add_weighted_rows`]; the rows are still in L1). The same bits on every
+    /// CPU, and for a block of consecutive rows as for the same indices scattered. A chunk of
+    /// consecutive rows is read by address, and prefetches the next chunk's rows; any other
+    /// chunk prefetches the rows of `batch` a few places ahead.
+    fn grad_dense<T: RowElement, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
         theta: &[f64],
@@ -373,15 +392,109 @@ impl<F: Family> Glm<F> {
         weight: f64,
         grad: &mut [f64],
     ) -> f64 {
-        match block_runs(batch) {
-            Some(runs) => runs
-                .iter()
-                .map(|&(start, len)| {
-                    self.grad_rows::<T, LOG_LIK>(x, theta, start, len, weight, grad)
-                })
-                .sum(),
-            None => self.grad_kernel::<_, LOG_LIK>(x, theta, batch, weight, grad),
+        let Some(&first) = batch.first() else {
+            return 0.0;
+        };
+        let d = x.cols();
+        let (w, b, extra) = self.split(theta);
+        let (gw, rest) = grad.split_at_mut(d);
+        let (gb, gextra) = if self.intercept {
+            rest.split_at_mut(1)
+        } else {
+            rest.split_at_mut(0)
+        };
+        let isa = Isa::detect();
+        let rows = x.as_slice();
+        let mut z = [0.0f64; CHUNK_ROWS];
+        let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
+        let mut sum_r = 0.0;
+        let mut total = 0.0;
+        for (c, idx) in batch.chunks(CHUNK_ROWS).enumerate() {
+            let (z, ys) = (&mut z[..idx.len()], &mut ys[..idx.len()]);
+            let i0 = idx[0] as usize;
+            // Consecutive rows? (An OR over the chunk, no early exit, so that it vectorises.)
+            let contiguous = idx.iter().enumerate().fold(0, |acc, (k, &i)| {
+                acc | (i ^ idx[0].wrapping_add(k as DataIndex))
+            }) == 0;
+            let chunk = ChunkTerms {
+                idx,
+                weight,
+                w,
+                b,
+                extra,
+                gextra: &mut *gextra,
+                gw: &mut *gw,
+                isa,
+            };
+            let (s, t) = if contiguous {
+                // Consecutive rows (a block minibatch, a full pass): addressed without the
+                // indices, and left to the hardware prefetcher.
+                let block = &rows[i0 * d..(i0 + idx.len()) * d];
+                let row = |k: usize| &block[k * d..(k + 1) * d];
+                // The next chunk's rows start loading while this one is computed (the
+                // hardware prefetcher alone stops when the loads pause).
+                let prefetch = |k: usize| x.prefetch_row(i0 + k + CHUNK_ROWS);
+                ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
+                self.grad_chunk::<T, LOG_LIK>(chunk, row, prefetch, z, ys, false)
+            } else {
+                let row = |k: usize| x.row(idx[k] as usize);
+                let ahead = ROW_PREFETCH_DISTANCE;
+                let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+                self.grad_chunk::<T, LOG_LIK>(chunk, row, prefetch, z, ys, true)
+            };
+            sum_r += s;
+            total += t;
         }
+        if let Some(g) = gb.first_mut() {
+            *g += sum_r;
+        }
+        total
+    }
+
+    /// One chunk of [`Self::grad_dense`], its rows given by `row(k)` and its targets in `ys`
+    /// (gathered here when `gather_targets`): returns Σ r and the sum of the log-likelihoods
+    /// (when `LOG_LIK`).
+    #[inline(always)]
+    fn grad_chunk<'a, T: RowElement, const LOG_LIK: bool>(
+        &self,
+        chunk: ChunkTerms<'_>,
+        row: impl Fn(usize) -> &'a [T] + Copy,
+        prefetch: impl Fn(usize),
+        z: &mut [f64],
+        ys: &mut [F::Target],
+        gather_targets: bool,
+    ) -> (f64, f64) {
+        let ChunkTerms {
+            idx,
+            weight,
+            w,
+            b,
+            extra,
+            gextra,
+            gw,
+            isa,
+        } = chunk;
+        row_kernels::dots(isa, row, prefetch, w, b, z);
+        if gather_targets {
+            for (y, &i) in ys.iter_mut().zip(idx) {
+                *y = self.targets[i as usize];
+            }
+        }
+        let mut total = 0.0;
+        if LOG_LIK || !gextra.is_empty() {
+            for (&zk, &y) in z.iter().zip(ys.iter()) {
+                if LOG_LIK {
+                    total += self.family.log_lik(y, zk, extra);
+                }
+                self.family
+                    .add_dlog_lik_dextra(y, zk, extra, weight, gextra);
+            }
+        }
+        self.family.dlog_lik_dz_tile(ys, 1, z, extra, 0);
+        for r in z.iter_mut() {
+            *r *= weight;
+        }
+        (row_kernels::add_weighted_rows(isa, row, z, gw), total)
     }
 
     /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the
@@ -417,57 +530,6 @@ impl<F: Family> Glm<F> {
             row.axpy(r, gw);
             sum_r += r;
             self.family.add_dlog_lik_dextra(y, z, extra, weight, gextra);
-        }
-        if let Some(g) = gb.first_mut() {
-            *g += sum_r;
-        }
-        total
-    }
-
-    /// [`Self::grad_kernel`] over the consecutive rows `start..start + len`, read as a stream:
-    /// per chunk of [`CHUNK_ROWS`] rows, the linear predictors z, then r = ∂log p/∂z, then
-    /// g += weight·r·x row by row. The rows and the sums go in the same order as the
-    /// row-at-a-time loop, so the result is the same bit for bit.
-    fn grad_rows<T: Element, const LOG_LIK: bool>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        start: usize,
-        len: usize,
-        weight: f64,
-        grad: &mut [f64],
-    ) -> f64 {
-        let d = x.cols();
-        let (w, b, extra) = self.split(theta);
-        let (gw, rest) = grad.split_at_mut(d);
-        let (gb, gextra) = if self.intercept {
-            rest.split_at_mut(1)
-        } else {
-            rest.split_at_mut(0)
-        };
-        let rows = &x.as_slice()[start * d..(start + len) * d];
-        let ys = &self.targets[start..start + len];
-        let mut z = [0.0f64; CHUNK_ROWS];
-        let mut sum_r = 0.0;
-        let mut total = 0.0;
-        for (chunk, ys) in rows.chunks(CHUNK_ROWS * d).zip(ys.chunks(CHUNK_ROWS)) {
-            let z = &mut z[..ys.len()];
-            for (zk, row) in z.iter_mut().zip(chunk.chunks_exact(d)) {
-                *zk = dot(row, w) + b;
-            }
-            for (zk, &y) in z.iter_mut().zip(ys) {
-                if LOG_LIK {
-                    total += self.family.log_lik(y, *zk, extra);
-                }
-                self.family
-                    .add_dlog_lik_dextra(y, *zk, extra, weight, gextra);
-                *zk = self.family.dlog_lik_dz(y, *zk, extra);
-            }
-            for (&dk, row) in z.iter().zip(chunk.chunks_exact(d)) {
-                let r = weight * dk;
-                axpy(r, row, gw);
-                sum_r += r;
-            }
         }
         if let Some(g) = gb.first_mut() {
             *g += sum_r;

@@ -19,6 +19,7 @@ mod pmf;
 mod poisson;
 mod predictive;
 mod prior;
+mod row_kernels;
 pub mod sparse_regression;
 mod terms;
 pub(crate) mod vector_math;

@@ -114,6 +114,13 @@ unsafe fn map_tile_avx2<Y: Copy, F: Fn(Y, f64) -> f64 + Copy>(
 
 #[inline(always)]
 fn map_tile_body<Y: Copy, F: Fn(Y, f64) -> f64 + Copy>(ys: &[Y], q: usize, z: &mut [f64], f: F) {
+    if q == 1 {
+        // One column (a minibatch's residuals): one loop over the rows, which vectorises.
+        for (v, &y) in z.iter_mut().zip(ys) {
+            *v = f(y, *v);
+        }
+        return;
+    }
     for (row, &y) in z.chunks_exact_mut(q.max(1)).zip(ys) {
         for v in row.iter_mut() {
             *v = f(y, *v);

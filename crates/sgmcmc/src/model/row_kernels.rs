@@ -1,0 +1,885 @@
+//! The GLMs' dense-row kernels, the hot loop of every minibatch gradient: the linear predictors
+//! zₖ = xₖᵀw + b of a chunk of rows ([`dots`]) and the weighted row sum g += Σₖ rₖxₖ
+//! ([`add_weighted_rows`]), with AVX-512 or AVX2 + FMA where the CPU has them.
+//!
+//! Each kernel is a fixed sequence of IEEE operations on eight logical lanes, which every path
+//! performs in the same order (AVX2 holds the eight lanes in two registers, the portable path in
+//! an array), so the result is the same bits on every CPU:
+//! - **panels:** a row of d features is read as ⌊d/8⌋ full panels of eight (features 8p…8p+7)
+//!   and, when m = d mod 8 > 0, a tail: if d > 8, the last eight features d−8…d−1 of which
+//!   lanes 8−m…7 (features d−m…d−1) are used and the others left as they are; if d < 8, the
+//!   d features in lanes 0…d−1 and zeros after them. No load reaches past the end of a row (a
+//!   masked load still fetches every cache line it spans: reading past a random row's end
+//!   would fetch a line that was never prefetched).
+//! - **dot:** per lane, fused multiply-adds xⱼwⱼ + acc, panel by panel, from 0; then
+//!   z = ((l₀+l₁)+(l₂+l₃)) + ((l₄+l₅)+(l₆+l₇)) + b.
+//! - **weighted sum:** per lane of each panel, four accumulators take the rows k ≡ m (mod 4) by
+//!   fused multiply-adds rₖxₖⱼ + A in increasing k, from 0; then gⱼ += (A₀+A₁) + (A₂+A₃) for
+//!   the lanes the panel uses. The sum Σₖ rₖ it also returns takes rₖ into lane k mod 8 by
+//!   additions, then the dot's tree.
+//!
+//! Written by hand because the row length d is only known at run time (d = 10 is one full and
+//! one partial vector), which defeats the compiler's vectoriser, and because a portable SIMD
+//! crate would choose the lane count (and so the summation order) per CPU.
+
+use crate::data::Element;
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Logical lanes of every kernel.
+const LANES: usize = 8;
+
+/// Row-phase accumulators per feature in [`add_weighted_rows`] (breaks the FMA latency chain).
+const PHASES: usize = 4;
+
+/// Which instructions a call uses; [`Isa::detect`] picks the widest the CPU has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// The eight lanes as an array (any CPU).
+    Portable,
+    /// Two 256-bit registers (AVX2 + FMA).
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// One 512-bit register (AVX-512F/VL + FMA).
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    /// The widest path this CPU runs.
+    #[inline]
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512vl") && has!("fma") {
+                return Isa::Avx512;
+            }
+            if has!("avx2") && has!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+
+    /// Every path this CPU runs (for tests that compare them).
+    #[cfg(test)]
+    pub(crate) fn available() -> Vec<Isa> {
+        let mut all = vec![Isa::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                all.push(Isa::Avx2);
+            }
+            if has!("avx512f") && has!("avx512vl") && has!("fma") {
+                all.push(Isa::Avx512);
+            }
+        }
+        all
+    }
+}
+
+/// A stored feature type the kernels load (converted to f64).
+pub(crate) trait RowElement: Element {
+    /// The first `n` ≤ 8 elements at `p` as f64 lanes, 0 in the others.
+    ///
+    /// # Safety
+    /// `p..p + n` must be readable, and the CPU must support `L`'s instructions.
+    unsafe fn load<L: Lanes>(p: *const Self, n: usize) -> L;
+}
+
+impl RowElement for f64 {
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(p: *const f64, n: usize) -> L {
+        // SAFETY: forwarded from the caller.
+        unsafe { L::load_f64(p, n) }
+    }
+}
+
+impl RowElement for f32 {
+    #[inline(always)]
+    unsafe fn load<L: Lanes>(p: *const f32, n: usize) -> L {
+        // SAFETY: forwarded from the caller.
+        unsafe { L::load_f32(p, n) }
+    }
+}
+
+/// Eight f64 lanes and the operations the kernels perform on them. Every method is unsafe:
+/// the CPU must support the implementation's instructions, and pointers must be valid for `n`.
+pub(crate) trait Lanes: Copy {
+    unsafe fn zero() -> Self;
+    unsafe fn splat(v: f64) -> Self;
+    unsafe fn load_f64(p: *const f64, n: usize) -> Self;
+    unsafe fn load_f32(p: *const f32, n: usize) -> Self;
+    /// Writes the first `n` lanes to `p`.
+    unsafe fn store(self, p: *mut f64, n: usize);
+    /// Writes lanes 8 − m … 7 to `p + 8 − m …`; the others are not touched.
+    unsafe fn store_high(self, p: *mut f64, m: usize);
+    /// a·b + c, rounded once, per lane.
+    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self;
+    /// a·b + c in lanes 8 − m … 7, c in the others.
+    unsafe fn mul_add_high(a: Self, b: Self, c: Self, m: usize) -> Self;
+    unsafe fn add(a: Self, b: Self) -> Self;
+    /// ((l₀+l₁)+(l₂+l₃)) + ((l₄+l₅)+(l₆+l₇)).
+    unsafe fn tree_sum(self) -> f64;
+    /// [`Lanes::tree_sum`] of eight vectors at once.
+    #[inline(always)]
+    unsafe fn tree_sums(v: [Self; LANES]) -> [f64; LANES] {
+        let mut out = [0.0; LANES];
+        for (o, vi) in out.iter_mut().zip(v) {
+            // SAFETY: forwarded from the caller.
+            *o = unsafe { vi.tree_sum() };
+        }
+        out
+    }
+}
+
+/// The portable lanes: an array, each operation lane by lane.
+#[derive(Clone, Copy)]
+struct Portable([f64; LANES]);
+
+impl Lanes for Portable {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        Portable([0.0; LANES])
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f64) -> Self {
+        Portable([v; LANES])
+    }
+    #[inline(always)]
+    unsafe fn load_f64(p: *const f64, n: usize) -> Self {
+        let mut v = [0.0; LANES];
+        for (l, vl) in v.iter_mut().enumerate().take(n) {
+            // SAFETY: l < n, and p..p + n is readable (caller).
+            *vl = unsafe { *p.add(l) };
+        }
+        Portable(v)
+    }
+    #[inline(always)]
+    unsafe fn load_f32(p: *const f32, n: usize) -> Self {
+        let mut v = [0.0; LANES];
+        for (l, vl) in v.iter_mut().enumerate().take(n) {
+            // SAFETY: l < n, and p..p + n is readable (caller).
+            *vl = f64::from(unsafe { *p.add(l) });
+        }
+        Portable(v)
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f64, n: usize) {
+        for (l, &vl) in self.0.iter().enumerate().take(n) {
+            // SAFETY: l < n, and p..p + n is writable (caller).
+            unsafe { *p.add(l) = vl };
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_high(self, p: *mut f64, m: usize) {
+        for l in LANES - m..LANES {
+            // SAFETY: p + 8 − m … p + 7 is writable (caller).
+            unsafe { *p.add(l) = self.0[l] };
+        }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self {
+        Portable(std::array::from_fn(|l| a.0[l].mul_add(b.0[l], c.0[l])))
+    }
+    #[inline(always)]
+    unsafe fn mul_add_high(a: Self, b: Self, c: Self, m: usize) -> Self {
+        Portable(std::array::from_fn(|l| {
+            if l >= LANES - m {
+                a.0[l].mul_add(b.0[l], c.0[l])
+            } else {
+                c.0[l]
+            }
+        }))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        Portable(std::array::from_fn(|l| a.0[l] + b.0[l]))
+    }
+    #[inline(always)]
+    unsafe fn tree_sum(self) -> f64 {
+        let l = self.0;
+        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    }
+}
+
+/// Lanes 0–3 and 4–7 in two AVX registers.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Avx2(__m256d, __m256d);
+
+/// The mask of the first `n` of four 64-bit lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn mask4(n: usize) -> __m256i {
+    // SAFETY: AVX2 (caller).
+    unsafe { _mm256_cmpgt_epi64(_mm256_set1_epi64x(n as i64), _mm256_setr_epi64x(0, 1, 2, 3)) }
+}
+
+/// The masks of lanes 8 − m … 7 of eight, split into lanes 0–3 and 4–7.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn high_masks4(m: usize) -> (__m256i, __m256i) {
+    // SAFETY: AVX2 (caller).
+    unsafe {
+        let first = _mm256_set1_epi64x((LANES - m) as i64 - 1);
+        (
+            _mm256_cmpgt_epi64(_mm256_setr_epi64x(0, 1, 2, 3), first),
+            _mm256_cmpgt_epi64(_mm256_setr_epi64x(4, 5, 6, 7), first),
+        )
+    }
+}
+
+/// The mask of the first `n` of four 32-bit lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn mask4_32(n: usize) -> __m128i {
+    // SAFETY: SSE2 (caller's AVX2 implies it).
+    unsafe { _mm_cmpgt_epi32(_mm_set1_epi32(n as i32), _mm_setr_epi32(0, 1, 2, 3)) }
+}
+
+/// The tree of [`Lanes::tree_sum`] over lanes 0–3 in `lo` and 4–7 in `hi`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn tree_sum_halves(lo: __m256d, hi: __m256d) -> f64 {
+    // SAFETY: AVX (caller).
+    unsafe {
+        // (l0+l1, l4+l5, l2+l3, l6+l7)
+        let pairs = _mm256_hadd_pd(lo, hi);
+        // ((l0+l1)+(l2+l3), (l4+l5)+(l6+l7))
+        let quads = _mm_add_pd(
+            _mm256_castpd256_pd128(pairs),
+            _mm256_extractf128_pd(pairs, 1),
+        );
+        _mm_cvtsd_f64(_mm_add_sd(quads, _mm_unpackhi_pd(quads, quads)))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Avx2 {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: AVX (caller).
+        unsafe { Avx2(_mm256_setzero_pd(), _mm256_setzero_pd()) }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f64) -> Self {
+        // SAFETY: AVX (caller).
+        unsafe { Avx2(_mm256_set1_pd(v), _mm256_set1_pd(v)) }
+    }
+    #[inline(always)]
+    unsafe fn load_f64(p: *const f64, n: usize) -> Self {
+        // SAFETY: AVX2 (caller); masked loads touch only p..p + n.
+        unsafe {
+            if n >= LANES {
+                Avx2(_mm256_loadu_pd(p), _mm256_loadu_pd(p.add(4)))
+            } else if n > 4 {
+                Avx2(
+                    _mm256_loadu_pd(p),
+                    _mm256_maskload_pd(p.add(4), mask4(n - 4)),
+                )
+            } else {
+                Avx2(_mm256_maskload_pd(p, mask4(n)), _mm256_setzero_pd())
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f32(p: *const f32, n: usize) -> Self {
+        // SAFETY: AVX2 (caller); masked loads touch only p..p + n.
+        unsafe {
+            if n >= LANES {
+                let v = _mm256_loadu_ps(p);
+                Avx2(
+                    _mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                    _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)),
+                )
+            } else if n > 4 {
+                Avx2(
+                    _mm256_cvtps_pd(_mm_loadu_ps(p)),
+                    _mm256_cvtps_pd(_mm_maskload_ps(p.add(4), mask4_32(n - 4))),
+                )
+            } else {
+                Avx2(
+                    _mm256_cvtps_pd(_mm_maskload_ps(p, mask4_32(n))),
+                    _mm256_setzero_pd(),
+                )
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f64, n: usize) {
+        // SAFETY: AVX2 (caller); masked stores touch only p..p + n.
+        unsafe {
+            if n >= LANES {
+                _mm256_storeu_pd(p, self.0);
+                _mm256_storeu_pd(p.add(4), self.1);
+            } else if n > 4 {
+                _mm256_storeu_pd(p, self.0);
+                _mm256_maskstore_pd(p.add(4), mask4(n - 4), self.1);
+            } else {
+                _mm256_maskstore_pd(p, mask4(n), self.0);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_high(self, p: *mut f64, m: usize) {
+        // SAFETY: AVX2 (caller); masked stores touch only p + 8 − m … p + 7.
+        unsafe {
+            let (lo, hi) = high_masks4(m);
+            _mm256_maskstore_pd(p, lo, self.0);
+            _mm256_maskstore_pd(p.add(4), hi, self.1);
+        }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self {
+        // SAFETY: FMA (caller).
+        unsafe {
+            Avx2(
+                _mm256_fmadd_pd(a.0, b.0, c.0),
+                _mm256_fmadd_pd(a.1, b.1, c.1),
+            )
+        }
+    }
+    #[inline(always)]
+    unsafe fn mul_add_high(a: Self, b: Self, c: Self, m: usize) -> Self {
+        // SAFETY: AVX + FMA (caller).
+        unsafe {
+            let (lo, hi) = high_masks4(m);
+            let f = Self::mul_add(a, b, c);
+            Avx2(
+                _mm256_blendv_pd(c.0, f.0, _mm256_castsi256_pd(lo)),
+                _mm256_blendv_pd(c.1, f.1, _mm256_castsi256_pd(hi)),
+            )
+        }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: AVX (caller).
+        unsafe { Avx2(_mm256_add_pd(a.0, b.0), _mm256_add_pd(a.1, b.1)) }
+    }
+    #[inline(always)]
+    unsafe fn tree_sum(self) -> f64 {
+        // SAFETY: AVX (caller).
+        unsafe { tree_sum_halves(self.0, self.1) }
+    }
+}
+
+/// The eight lanes in one AVX-512 register.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Avx512(__m512d);
+
+/// The mask of the first `n` of eight lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn mask8(n: usize) -> __mmask8 {
+    if n >= LANES { 0xff } else { (1u8 << n) - 1 }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for Avx512 {
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe { Avx512(_mm512_setzero_pd()) }
+    }
+    #[inline(always)]
+    unsafe fn splat(v: f64) -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe { Avx512(_mm512_set1_pd(v)) }
+    }
+    #[inline(always)]
+    unsafe fn load_f64(p: *const f64, n: usize) -> Self {
+        // SAFETY: AVX-512F (caller); the masked load touches only p..p + n.
+        unsafe {
+            if n >= LANES {
+                Avx512(_mm512_loadu_pd(p))
+            } else {
+                Avx512(_mm512_maskz_loadu_pd(mask8(n), p))
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_f32(p: *const f32, n: usize) -> Self {
+        // SAFETY: AVX-512F/VL (caller); the masked load touches only p..p + n.
+        unsafe {
+            if n >= LANES {
+                Avx512(_mm512_cvtps_pd(_mm256_loadu_ps(p)))
+            } else {
+                Avx512(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(mask8(n), p)))
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f64, n: usize) {
+        // SAFETY: AVX-512F (caller); the masked store touches only p..p + n.
+        unsafe {
+            if n >= LANES {
+                _mm512_storeu_pd(p, self.0);
+            } else {
+                _mm512_mask_storeu_pd(p, mask8(n), self.0);
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn store_high(self, p: *mut f64, m: usize) {
+        // SAFETY: AVX-512F (caller); the masked store touches only p + 8 − m … p + 7.
+        unsafe { _mm512_mask_storeu_pd(p, !mask8(LANES - m), self.0) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add(a: Self, b: Self, c: Self) -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe { Avx512(_mm512_fmadd_pd(a.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    unsafe fn mul_add_high(a: Self, b: Self, c: Self, m: usize) -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe { Avx512(_mm512_mask3_fmadd_pd(a.0, b.0, c.0, !mask8(LANES - m))) }
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe { Avx512(_mm512_add_pd(a.0, b.0)) }
+    }
+    #[inline(always)]
+    unsafe fn tree_sum(self) -> f64 {
+        // SAFETY: AVX-512F (caller).
+        unsafe {
+            tree_sum_halves(
+                _mm512_castpd512_pd256(self.0),
+                _mm512_extractf64x4_pd(self.0, 1),
+            )
+        }
+    }
+    /// The same trees as a transpose: pair sums by unpacking, then the halves' sums by
+    /// exchanging 128-bit blocks, then the two halves (21 instructions for eight vectors).
+    #[inline(always)]
+    unsafe fn tree_sums(v: [Self; LANES]) -> [f64; LANES] {
+        // SAFETY: AVX-512F (caller).
+        unsafe {
+            // s01 = [v0:l0+l1, v1:l0+l1, v0:l2+l3, v1:l2+l3, v0:l4+l5, v1:l4+l5, v0:l6+l7, …]
+            let pair = |a: Self, b: Self| {
+                _mm512_add_pd(_mm512_unpacklo_pd(a.0, b.0), _mm512_unpackhi_pd(a.0, b.0))
+            };
+            let (s01, s23, s45, s67) = (
+                pair(v[0], v[1]),
+                pair(v[2], v[3]),
+                pair(v[4], v[5]),
+                pair(v[6], v[7]),
+            );
+            // Blocks 0 and 2 against blocks 1 and 3: [v0:lo, v1:lo, v0:hi, v1:hi, v2:lo, v3:lo, v2:hi, v3:hi]
+            // where lo = (l0+l1)+(l2+l3) and hi = (l4+l5)+(l6+l7).
+            const EVEN: i32 = 0b10_00_10_00;
+            const ODD: i32 = 0b11_01_11_01;
+            let quad = |a: __m512d, b: __m512d| {
+                _mm512_add_pd(
+                    _mm512_shuffle_f64x2::<EVEN>(a, b),
+                    _mm512_shuffle_f64x2::<ODD>(a, b),
+                )
+            };
+            let (t0, t1) = (quad(s01, s23), quad(s45, s67));
+            // [v0:lo … v7:lo] + [v0:hi … v7:hi]
+            let sums = _mm512_add_pd(
+                _mm512_shuffle_f64x2::<EVEN>(t0, t1),
+                _mm512_shuffle_f64x2::<ODD>(t0, t1),
+            );
+            let mut out = [0.0; LANES];
+            _mm512_storeu_pd(out.as_mut_ptr(), sums);
+            out
+        }
+    }
+}
+
+/// `z[k] = rows(k)ᵀw + b` for k < z.len() (the dot rule of the module docs), calling
+/// `prefetch(k)` before row k is read. Every row has w.len() elements.
+#[inline]
+pub(crate) fn dots<'a, T: RowElement + 'a>(
+    isa: Isa,
+    rows: impl Fn(usize) -> &'a [T],
+    prefetch: impl Fn(usize),
+    w: &[f64],
+    b: f64,
+    z: &mut [f64],
+) {
+    match isa {
+        Isa::Portable => {
+            // SAFETY: the portable lanes need no CPU feature.
+            unsafe { dots_body::<Portable, T>(&rows, &prefetch, w, b, z) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
+            unsafe { dots_avx2(&rows, &prefetch, w, b, z) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
+            unsafe { dots_avx512(&rows, &prefetch, w, b, z) }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dots_avx2<'a, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    prefetch: &impl Fn(usize),
+    w: &[f64],
+    b: f64,
+    z: &mut [f64],
+) {
+    // SAFETY: AVX2 and FMA are enabled here.
+    unsafe { dots_body::<Avx2, T>(rows, prefetch, w, b, z) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,fma")]
+unsafe fn dots_avx512<'a, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    prefetch: &impl Fn(usize),
+    w: &[f64],
+    b: f64,
+    z: &mut [f64],
+) {
+    // SAFETY: AVX-512F/VL and FMA are enabled here.
+    unsafe { dots_body::<Avx512, T>(rows, prefetch, w, b, z) }
+}
+
+#[inline(always)]
+unsafe fn dots_body<'a, L: Lanes, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    prefetch: &impl Fn(usize),
+    w: &[f64],
+    b: f64,
+    z: &mut [f64],
+) {
+    let d = w.len();
+    // A literal panel count for the common widths, so that the panel loops unroll and w
+    // stays in registers. SAFETY (every arm): forwarded from the caller.
+    match d / LANES {
+        0 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 0) },
+        1 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 1) },
+        2 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 2) },
+        3 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 3) },
+        panels => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, panels) },
+    }
+}
+
+/// [`dots_body`] with d / 8 full panels.
+#[inline(always)]
+unsafe fn dots_rows<'a, L: Lanes, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    prefetch: &impl Fn(usize),
+    w: &[f64],
+    b: f64,
+    z: &mut [f64],
+    panels: usize,
+) {
+    let d = w.len();
+    let wp = w.as_ptr();
+    // (Plain loops, not closures or `array::from_fn`: those would not inherit the CPU
+    // features, and the intrinsics inside them would become calls.)
+    let done = z.len() - z.len() % LANES;
+    for (g, zg) in z[..done].chunks_exact_mut(LANES).enumerate() {
+        // SAFETY: the CPU features are the caller's.
+        let mut accs = [unsafe { L::zero() }; LANES];
+        for (i, a) in accs.iter_mut().enumerate() {
+            let k = g * LANES + i;
+            prefetch(k);
+            let row = rows(k);
+            assert_eq!(row.len(), d, "row length");
+            // SAFETY: the row and w have length d; the CPU features are the caller's.
+            *a = unsafe { dot_lanes::<L, T>(row.as_ptr(), wp, d, panels) };
+        }
+        // SAFETY: the CPU features are the caller's.
+        let sums = unsafe { L::tree_sums(accs) };
+        for (zk, s) in zg.iter_mut().zip(sums) {
+            *zk = s + b;
+        }
+    }
+    for (k, zk) in z.iter_mut().enumerate().skip(done) {
+        prefetch(k);
+        let row = rows(k);
+        assert_eq!(row.len(), d, "row length");
+        // SAFETY: the row and w have length d; the CPU features are the caller's.
+        *zk = unsafe { dot_lanes::<L, T>(row.as_ptr(), wp, d, panels).tree_sum() } + b;
+    }
+}
+
+/// The lanes of the dot rule (module docs) for one row, before the tree.
+///
+/// # Safety
+/// `x` and `wp` must point to d readable elements; the CPU features are the caller's.
+#[inline(always)]
+unsafe fn dot_lanes<L: Lanes, T: RowElement>(
+    x: *const T,
+    wp: *const f64,
+    d: usize,
+    panels: usize,
+) -> L {
+    let m = d % LANES;
+    // SAFETY: every load reads a panel of the module docs, inside the row and w.
+    unsafe {
+        let mut acc = L::zero();
+        for p in 0..panels {
+            let j0 = p * LANES;
+            acc = L::mul_add(
+                T::load::<L>(x.add(j0), LANES),
+                L::load_f64(wp.add(j0), LANES),
+                acc,
+            );
+        }
+        if m > 0 {
+            acc = if d > LANES {
+                let (xt, wt) = (x.add(d - LANES), wp.add(d - LANES));
+                L::mul_add_high(T::load::<L>(xt, LANES), L::load_f64(wt, LANES), acc, m)
+            } else {
+                L::mul_add(T::load::<L>(x, d), L::load_f64(wp, d), acc)
+            };
+        }
+        acc
+    }
+}
+
+/// `g[j] += Σₖ r[k]·rows(k)[j]` over k < r.len() (the weighted-sum rule of the module docs);
+/// returns Σₖ r[k]. Every row has g.len() elements.
+#[inline]
+pub(crate) fn add_weighted_rows<'a, T: RowElement + 'a>(
+    isa: Isa,
+    rows: impl Fn(usize) -> &'a [T],
+    r: &[f64],
+    g: &mut [f64],
+) -> f64 {
+    match isa {
+        Isa::Portable => {
+            // SAFETY: the portable lanes need no CPU feature.
+            unsafe { weighted_body::<Portable, T>(&rows, r, g) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => {
+            // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
+            unsafe { weighted_avx2(&rows, r, g) }
+        }
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => {
+            // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
+            unsafe { weighted_avx512(&rows, r, g) }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weighted_avx2<'a, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    r: &[f64],
+    g: &mut [f64],
+) -> f64 {
+    // SAFETY: AVX2 and FMA are enabled here.
+    unsafe { weighted_body::<Avx2, T>(rows, r, g) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,fma")]
+unsafe fn weighted_avx512<'a, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    r: &[f64],
+    g: &mut [f64],
+) -> f64 {
+    // SAFETY: AVX-512F/VL and FMA are enabled here.
+    unsafe { weighted_body::<Avx512, T>(rows, r, g) }
+}
+
+#[inline(always)]
+unsafe fn weighted_body<'a, L: Lanes, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    r: &[f64],
+    g: &mut [f64],
+) -> f64 {
+    // A literal panel count, as in `dots_body`. SAFETY (every arm): forwarded from the caller.
+    match g.len() / LANES {
+        0 => unsafe { weighted_rows::<L, T>(rows, r, g, 0) },
+        1 => unsafe { weighted_rows::<L, T>(rows, r, g, 1) },
+        2 => unsafe { weighted_rows::<L, T>(rows, r, g, 2) },
+        3 => unsafe { weighted_rows::<L, T>(rows, r, g, 3) },
+        panels => unsafe { weighted_rows::<L, T>(rows, r, g, panels) },
+    }
+}
+
+/// [`weighted_body`] with d / 8 full panels.
+#[inline(always)]
+unsafe fn weighted_rows<'a, L: Lanes, T: RowElement + 'a>(
+    rows: &impl Fn(usize) -> &'a [T],
+    r: &[f64],
+    g: &mut [f64],
+    panels: usize,
+) -> f64 {
+    let d = g.len();
+    let n = r.len();
+    let row = |k: usize| {
+        let row = rows(k);
+        assert_eq!(row.len(), d, "row length");
+        row.as_ptr()
+    };
+    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row or of g (length d, checked)
+    // or k0..k0 + min(8, n − k0) of r; the CPU features are the caller's.
+    unsafe {
+        let m = d % LANES;
+        for p in 0..panels {
+            let j0 = p * LANES;
+            let sum = weighted_panel::<L, T>(&row, r, j0, LANES, |a, b, c| L::mul_add(a, b, c));
+            let gp = g.as_mut_ptr().add(j0);
+            L::add(L::load_f64(gp, LANES), sum).store(gp, LANES);
+        }
+        if m > 0 && d > LANES {
+            let mul_add = |a, b, c| L::mul_add_high(a, b, c, m);
+            let sum = weighted_panel::<L, T>(&row, r, d - LANES, LANES, mul_add);
+            let gp = g.as_mut_ptr().add(d - LANES);
+            L::add(L::load_f64(gp, LANES), sum).store_high(gp, m);
+        } else if m > 0 {
+            let sum = weighted_panel::<L, T>(&row, r, 0, d, |a, b, c| L::mul_add(a, b, c));
+            let gp = g.as_mut_ptr();
+            L::add(L::load_f64(gp, d), sum).store(gp, d);
+        }
+        let mut acc = L::zero();
+        for k0 in (0..n).step_by(LANES) {
+            acc = L::add(acc, L::load_f64(r.as_ptr().add(k0), n - k0));
+        }
+        acc.tree_sum()
+    }
+}
+
+/// (A₀+A₁) + (A₂+A₃) for one panel: the `len` elements from `j0` of every row, with
+/// `mul_add` (all lanes, or only a tail's).
+///
+/// # Safety
+/// `row(k) + j0 … + len` must be readable for every k < r.len(); the CPU features are the
+/// caller's.
+#[inline(always)]
+unsafe fn weighted_panel<L: Lanes, T: RowElement>(
+    row: &impl Fn(usize) -> *const T,
+    r: &[f64],
+    j0: usize,
+    len: usize,
+    mul_add: impl Fn(L, L, L) -> L,
+) -> L {
+    let n = r.len();
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let mut acc = [L::zero(); PHASES];
+        let mut k = 0;
+        while k + PHASES <= n {
+            for (p, a) in acc.iter_mut().enumerate() {
+                let x = T::load::<L>(row(k + p).add(j0), len);
+                *a = mul_add(L::splat(r[k + p]), x, *a);
+            }
+            k += PHASES;
+        }
+        for (p, a) in acc.iter_mut().enumerate().take(n - k) {
+            let x = T::load::<L>(row(k + p).add(j0), len);
+            *a = mul_add(L::splat(r[k + p]), x, *a);
+        }
+        L::add(L::add(acc[0], acc[1]), L::add(acc[2], acc[3]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows with a spread of magnitudes and signs, so that summation order shows in the bits.
+    fn rows_of<T: RowElement>(n: usize, d: usize, conv: impl Fn(f64) -> T) -> Vec<T> {
+        (0..n * d)
+            .map(|k| {
+                let v =
+                    ((k as f64 * 0.618_034).sin() * 1e3).fract() * 10f64.powi((k % 7) as i32 - 3);
+                conv(v)
+            })
+            .collect()
+    }
+
+    fn check_paths<T: RowElement>(conv: impl Fn(f64) -> T + Copy) {
+        let paths = Isa::available();
+        for d in [1, 2, 7, 8, 9, 10, 16, 17, 31] {
+            for n in [0, 1, 3, 4, 5, 13, 64] {
+                let x = rows_of(n, d, conv);
+                let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.11 * j as f64).collect();
+                let r: Vec<f64> = (0..n).map(|k| (k as f64 * 1.7).cos() * 1e-2).collect();
+                let row = |k: usize| &x[k * d..(k + 1) * d];
+                let mut results = Vec::new();
+                for &isa in &paths {
+                    let mut z = vec![0.0; n];
+                    dots(isa, row, |_| {}, &w, 0.25, &mut z);
+                    let mut g: Vec<f64> = (0..d).map(|j| j as f64 * 1e-3).collect();
+                    let s = add_weighted_rows(isa, row, &r, &mut g);
+                    results.push((isa, z, g, s));
+                }
+                let (_, z0, g0, s0) = &results[0];
+                for (isa, z, g, s) in &results[1..] {
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(z), bits(z0), "{isa:?} dots, d = {d}, n = {n}");
+                    assert_eq!(bits(g), bits(g0), "{isa:?} weighted sum, d = {d}, n = {n}");
+                    assert_eq!(
+                        s.to_bits(),
+                        s0.to_bits(),
+                        "{isa:?} sum of r, d = {d}, n = {n}"
+                    );
+                }
+                // The values themselves, against plain sums.
+                for (k, &zk) in z0.iter().enumerate() {
+                    let want: f64 = row(k)
+                        .iter()
+                        .zip(&w)
+                        .map(|(a, b)| a.to_f64() * b)
+                        .sum::<f64>()
+                        + 0.25;
+                    assert!((zk - want).abs() <= 1e-12 * (1.0 + want.abs()), "dot {k}");
+                }
+                for (j, &gj) in g0.iter().enumerate() {
+                    let want =
+                        j as f64 * 1e-3 + (0..n).map(|k| r[k] * row(k)[j].to_f64()).sum::<f64>();
+                    assert!((gj - want).abs() <= 1e-12 * (1.0 + want.abs()), "g {j}");
+                }
+                let want: f64 = r.iter().sum();
+                assert!((s0 - want).abs() <= 1e-14, "sum of r");
+            }
+        }
+    }
+
+    #[test]
+    fn every_path_gives_the_same_bits_f64() {
+        check_paths(|v| v);
+    }
+
+    #[test]
+    fn every_path_gives_the_same_bits_f32() {
+        check_paths(|v| v as f32);
+    }
+
+    #[test]
+    fn the_portable_path_is_the_documented_rule() {
+        let x: Vec<f64> = (0..10).map(|j| 1.0 + j as f64 * 1e-9).collect();
+        let w: Vec<f64> = (0..10)
+            .map(|j| if j % 2 == 0 { 1e16 } else { -1e16 })
+            .collect();
+        let mut z = [0.0];
+        dots(Isa::Portable, |_| &x[..], |_| {}, &w, 0.0, &mut z);
+        // Lanes 0–7 take features 0–7; the tail (features 2–9, lanes 6 and 7 used) adds
+        // features 8 and 9 to lanes 6 and 7.
+        let l: Vec<f64> = (0..8)
+            .map(|l| {
+                let a = x[l].mul_add(w[l], 0.0);
+                if l >= 6 {
+                    x[l + 2].mul_add(w[l + 2], a)
+                } else {
+                    a
+                }
+            })
+            .collect();
+        let want = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        assert_eq!(z[0].to_bits(), want.to_bits());
+    }
+}
