@@ -51,8 +51,7 @@ impl GaussianModel {
         covariance: &[f64],
         prior_variance: f64,
     ) -> Result<Self, ModelError> {
-        // The rows are summed densely; sparse rows (rare for this model) are written out.
-        let data = data.densified();
+        // Sparse rows stay sparse: the row sums below add their stored entries.
         let d = data.cols();
         if covariance.len() != d * d {
             return Err(ModelError::Setting(format!(

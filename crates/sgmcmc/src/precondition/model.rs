@@ -12,7 +12,7 @@ thread_local! {
     static GRAD: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
 }
 
-/// Run `f` with two per-thread buffers of length `d`.
+/// Run `f` with two per-thread buffers of length `d` (contents unspecified).
 fn with_buffers<R>(d: usize, f: impl FnOnce(&mut [f64], &mut [f64]) -> R) -> R {
     let mut theta = THETA.take();
     let mut grad = GRAD.take();
@@ -155,16 +155,17 @@ impl Model for PreconditionedModel<'_> {
         scratch: &mut Scratch,
     ) {
         let d = self.dim();
-        let mut thetas = vec![0.0; phis.len()];
-        for (phi, theta) in phis.chunks_exact(d).zip(thetas.chunks_exact_mut(d)) {
-            self.map.to_theta(phi, theta);
-        }
-        let mut theta_grads = vec![0.0; phis.len()];
-        self.inner
-            .add_grad_log_lik_draws(&thetas, batch, &mut theta_grads, scratch);
-        for (g, grad) in theta_grads.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
-            self.map.add_pull_back(g, grad);
-        }
+        with_buffers(phis.len(), |thetas, theta_grads| {
+            for (phi, theta) in phis.chunks_exact(d).zip(thetas.chunks_exact_mut(d)) {
+                self.map.to_theta(phi, theta);
+            }
+            theta_grads.fill(0.0);
+            self.inner
+                .add_grad_log_lik_draws(thetas, batch, theta_grads, scratch);
+            for (g, grad) in theta_grads.chunks_exact(d).zip(grads.chunks_exact_mut(d)) {
+                self.map.add_pull_back(g, grad);
+            }
+        })
     }
 
     fn log_lik_and_add_grad(
