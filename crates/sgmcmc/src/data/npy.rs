@@ -1,11 +1,12 @@
-//! `.npy` loading: memory-mapped feature matrices and in-memory target vectors.
+//! `.npy` loading: memory-mapped feature matrices and in-memory target vectors (decoded from a
+//! mapping of the file, in place when the byte order is native).
 //!
 //! The header is parsed with `ndarray_npy::npy::header::Header` (to choose the
 //! element type and give precise errors) and the data is validated and viewed with
 //! `ndarray_npy::ViewNpyExt` (descriptor, endianness, length, alignment). The
 //! resulting [`Matrix`] keeps the `Mmap` alive and exposes rows as plain slices.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::mem;
 use std::path::Path;
@@ -214,7 +215,12 @@ fn map_matrix<T: Element + ViewElement>(
 /// Reads the whole file into memory.
 pub fn load_npy_vector(path: &Path) -> Result<Vec<f64>, DataError> {
     let name = path.display().to_string();
-    let bytes = fs::read(path).map_err(|e| DataError::io(&name, e))?;
+    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    // Mapped, not read: the file's pages are page cache the kernel can drop, so loading holds
+    // one copy of the values (the f64 vector), not three (the file, an array, the vector).
+    // SAFETY: read-only mapping, dropped before returning; another process modifying the
+    // file meanwhile is outside our control, as for the memory-mapped features.
+    let bytes = unsafe { Mmap::map(&file) }.map_err(|e| DataError::io(&name, e))?;
     let (header, offset) = parse_header(&name, &bytes)?;
     let descr = descriptor(&name, &header, VECTOR_DTYPES)?;
     let n = match header.shape[..] {
@@ -256,11 +262,16 @@ pub fn load_npy_vector(path: &Path) -> Result<Vec<f64>, DataError> {
     }
 }
 
-fn read_all<T: ReadableElement + Copy>(
+fn read_all<T: ReadableElement + ViewElement + Copy>(
     name: &str,
     bytes: &[u8],
     convert: impl Fn(T) -> f64,
 ) -> Result<Vec<f64>, DataError> {
+    // In place when the stored byte order is the machine's (the usual case); otherwise (or if
+    // the view refuses the data for any other reason) through a decoded copy.
+    if let Ok(view) = ArrayViewD::<T>::view_npy(bytes) {
+        return Ok(view.iter().map(|&v| convert(v)).collect());
+    }
     let arr = ArrayD::<T>::read_npy(bytes)
         .map_err(|e| invalid(name, e.to_string().replace('\n', " ")))?;
     // For 1-D and n x 1 arrays, logical order equals memory order in either layout.
@@ -273,6 +284,7 @@ mod tests {
     use super::*;
     use ndarray::{Array1, Array2, Array3};
     use ndarray_npy::write_npy;
+    use std::fs;
     use std::path::PathBuf;
 
     fn tmp() -> tempfile::TempDir {

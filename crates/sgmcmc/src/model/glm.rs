@@ -174,6 +174,14 @@ impl<F: Family> Glm<F> {
         };
         (w, b, extra)
     }
+
+    /// A gradient split like [`Self::split`]: (coefficients, intercept (empty without one),
+    /// the family's extras).
+    fn split_grad<'g>(&self, grad: &'g mut [f64]) -> (&'g mut [f64], &'g mut [f64], &'g mut [f64]) {
+        let (gw, rest) = grad.split_at_mut(self.features.cols());
+        let (gb, gextra) = rest.split_at_mut(usize::from(self.intercept));
+        (gw, gb, gextra)
+    }
 }
 
 impl<F: Family> Glm<F> {
@@ -397,12 +405,7 @@ impl<F: Family> Glm<F> {
         };
         let d = x.cols();
         let (w, b, extra) = self.split(theta);
-        let (gw, rest) = grad.split_at_mut(d);
-        let (gb, gextra) = if self.intercept {
-            rest.split_at_mut(1)
-        } else {
-            rest.split_at_mut(0)
-        };
+        let (gw, gb, gextra) = self.split_grad(grad);
         let isa = Isa::detect();
         let rows = x.as_slice();
         let mut z = [0.0f64; CHUNK_ROWS];
@@ -507,14 +510,8 @@ impl<F: Family> Glm<F> {
         weight: f64,
         grad: &mut [f64],
     ) -> f64 {
-        let d = self.features.cols();
         let (w, b, extra) = self.split(theta);
-        let (gw, rest) = grad.split_at_mut(d);
-        let (gb, gextra) = if self.intercept {
-            rest.split_at_mut(1)
-        } else {
-            rest.split_at_mut(0)
-        };
+        let (gw, gb, gextra) = self.split_grad(grad);
         let mut sum_r = 0.0;
         let mut total = 0.0;
         for (k, &i) in batch.iter().enumerate() {
