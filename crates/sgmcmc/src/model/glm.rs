@@ -431,11 +431,10 @@ impl<F: Family> Glm<F> {
             };
             let (s, t) = if contiguous {
                 // Consecutive rows (a block minibatch, a full pass): addressed without the
-                // indices, and left to the hardware prefetcher.
+                // indices. The next chunk's rows start loading while this one is computed (the
+                // hardware prefetcher alone stops when the loads pause).
                 let block = &rows[i0 * d..(i0 + idx.len()) * d];
                 let row = |k: usize| &block[k * d..(k + 1) * d];
-                // The next chunk's rows start loading while this one is computed (the
-                // hardware prefetcher alone stops when the loads pause).
                 let prefetch = |k: usize| x.prefetch_row(i0 + k + CHUNK_ROWS);
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
                 self.grad_chunk::<T, LOG_LIK>(chunk, row, prefetch, z, ys, false)
