@@ -284,7 +284,7 @@ fn training_order(cfg: &Config, data: Dataset) -> Result<Dataset, PipelineError>
     }
     let bytes = data.features.bytes();
     if data.features.is_mapped()
-        && let Some(available) = available_memory()
+        && let Some(available) = sgmcmc::data::available_memory()
         && bytes > available / 2
     {
         return Err(other(format!(
@@ -297,14 +297,6 @@ fn training_order(cfg: &Config, data: Dataset) -> Result<Dataset, PipelineError>
         )));
     }
     Ok(data.shuffled(cfg.run.seed))
-}
-
-/// MemAvailable from /proc/meminfo, in bytes (None where there is no such file).
-fn available_memory() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 fn prepare_with(

@@ -7,6 +7,7 @@ use std::slice;
 use memmap2::Mmap;
 
 use super::{DataError, Dataset, Features};
+use crate::model::DataIndex;
 
 mod sealed {
     /// Prevents implementations of `Element` outside this module: a memory-mapped
@@ -54,16 +55,24 @@ impl Element for f32 {
     }
 }
 
+/// Ranges shorter than this are not worth a system call in [`Matrix::advise_will_read`]: the
+/// kernel's own read-ahead already fetches 128 KiB around a fault.
+pub const WILL_READ_MIN_BYTES: usize = 64 << 10;
+
 /// Where the elements of a [`Matrix`] live. The buffers are only held to keep
 /// `Matrix::ptr` valid; all reads go through that pointer.
 enum Storage<T> {
     /// Heap buffer.
     Owned(#[expect(dead_code, reason = "owns the buffer that `Matrix::ptr` points into")] Vec<T>),
-    /// Read-only memory map of a file; the data starts `offset` bytes into it.
+    /// Read-only memory map (of a file, or anonymous memory holding a copy); the data starts
+    /// `offset` bytes into it.
     Mapped {
-        #[expect(dead_code, reason = "owns the mapping that `Matrix::ptr` points into")]
         mmap: Mmap,
         offset: usize,
+        /// A file larger than half the memory available when it was mapped: its pages are read
+        /// from disk as the rows are used, so block reads are announced to the kernel
+        /// ([`Matrix::advise_will_read`]) and unmapped after use.
+        out_of_core: bool,
     },
     /// Memory another owner keeps alive and unchanged (e.g. a NumPy array held by the Python
     /// package): [`Matrix::from_external`].
@@ -135,13 +144,20 @@ impl<T: Element> Matrix<T> {
         // T is f32 or f64 (sealed), for which every bit pattern is valid.
         let dst = unsafe { slice::from_raw_parts_mut(anon.as_mut_ptr().cast::<T>(), data.len()) };
         dst.copy_from_slice(data);
-        Self::from_mmap(anon.make_read_only().ok()?, 0, rows, cols)
+        Self::from_mmap(anon.make_read_only().ok()?, 0, rows, cols, false)
     }
 
     /// Wraps a read-only mapping whose bytes `offset..` hold exactly `rows * cols`
     /// native-endian `T`s. Returns `None` if the sizes do not match exactly or the
     /// data is misaligned for `T` (callers check these first to report good errors).
-    pub(super) fn from_mmap(mmap: Mmap, offset: usize, rows: usize, cols: usize) -> Option<Self> {
+    /// `out_of_core`: see [`Matrix::is_out_of_core`].
+    pub(super) fn from_mmap(
+        mmap: Mmap,
+        offset: usize,
+        rows: usize,
+        cols: usize,
+        out_of_core: bool,
+    ) -> Option<Self> {
         let n_bytes = rows.checked_mul(cols)?.checked_mul(mem::size_of::<T>())?;
         if n_bytes > isize::MAX as usize || offset.checked_add(n_bytes)? != mmap.len() {
             return None;
@@ -152,7 +168,11 @@ impl<T: Element> Matrix<T> {
             return None;
         }
         Some(Matrix {
-            storage: Storage::Mapped { mmap, offset },
+            storage: Storage::Mapped {
+                mmap,
+                offset,
+                out_of_core,
+            },
             ptr,
             rows,
             cols,
@@ -238,6 +258,100 @@ impl<T: Element> Matrix<T> {
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = i;
+    }
+
+    /// `true` for a mapped file larger than half the memory available when it was mapped
+    /// ([`super::available_memory`]): rows come from disk as they are used, and block
+    /// minibatches announce their reads ([`Self::advise_will_read`],
+    /// [`Self::advise_done_reading`]). For data that fits, those calls would only cost time.
+    pub fn is_out_of_core(&self) -> bool {
+        matches!(
+            self.storage,
+            Storage::Mapped {
+                out_of_core: true,
+                ..
+            }
+        )
+    }
+
+    /// Tells the kernel that rows `rows` (clamped to the matrix) are about to be read, when the
+    /// matrix is out of core: one `madvise(MADV_WILLNEED)`, which starts reading the whole
+    /// range from disk at once, instead of one page fault (and one small read) per 4 KiB as the
+    /// loop reaches each page. A no-op for data in memory, and for ranges of fewer than
+    /// [`WILL_READ_MIN_BYTES`] bytes.
+    pub fn advise_will_read(&self, rows: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        if let Some((mmap, start, len)) = self.mapped_range(rows)
+            && len >= WILL_READ_MIN_BYTES
+        {
+            // Only a hint: an error (none is expected for an in-bounds range) changes nothing.
+            let _ = mmap.advise_range(memmap2::Advice::WillNeed, start, len);
+        }
+        #[cfg(not(unix))]
+        let _ = rows;
+    }
+
+    /// [`Self::advise_will_read`] for a block of `n` rows from `first`, wrapping around the end
+    /// (rows first, …, first + n − 1 mod N): a block minibatch.
+    pub fn advise_will_read_block(&self, first: usize, n: usize) {
+        let head = n.min(self.rows.saturating_sub(first));
+        self.advise_will_read(first..first + head);
+        self.advise_will_read(0..n - head);
+    }
+
+    /// After a minibatch that was a block (one run of consecutive indices, or two when it wraps
+    /// around the end; checked from its ends only), when the matrix is out of core: drops this
+    /// process's mapping of the block's pages (`MADV_DONTNEED`). The pages stay in the page
+    /// cache, but the kernel can reclaim them without first unmapping them, which under memory
+    /// pressure is most of the cost of reading a mapped file. Any other batch, or data in
+    /// memory: nothing.
+    pub fn advise_done_reading(&self, batch: &[DataIndex]) {
+        if !self.is_out_of_core() {
+            return;
+        }
+        let (Some(&lo), Some(&hi)) = (batch.first(), batch.last()) else {
+            return;
+        };
+        let (lo, hi, n) = (lo as usize, hi as usize, batch.len());
+        if hi >= lo && hi - lo + 1 == n {
+            self.drop_mapping(lo..hi + 1);
+        } else if hi < lo && (self.rows - lo) + hi + 1 == n {
+            self.drop_mapping(lo..self.rows);
+            self.drop_mapping(0..hi + 1);
+        }
+    }
+
+    #[cfg(unix)]
+    fn drop_mapping(&self, rows: std::ops::Range<usize>) {
+        if let Some((mmap, start, len)) = self.mapped_range(rows)
+            && len > 0
+        {
+            // SAFETY: the mapping is a read-only private map of a file, never written: after
+            // MADV_DONTNEED its pages are read again from the file (the page cache) on the next
+            // access, with the same contents. No reference into the mapping is invalidated.
+            let _ = unsafe {
+                mmap.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len)
+            };
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn drop_mapping(&self, _rows: std::ops::Range<usize>) {}
+
+    /// The mapping of an out-of-core matrix and the byte range of `rows` (clamped) in it.
+    fn mapped_range(&self, rows: std::ops::Range<usize>) -> Option<(&Mmap, usize, usize)> {
+        let Storage::Mapped {
+            mmap,
+            offset,
+            out_of_core: true,
+        } = &self.storage
+        else {
+            return None;
+        };
+        let row_bytes = self.cols * mem::size_of::<T>();
+        let end = rows.end.min(self.rows);
+        let start = rows.start.min(end);
+        Some((mmap, offset + start * row_bytes, (end - start) * row_bytes))
     }
 
     /// All rows contiguously (row-major), `rows() * cols()` elements.
@@ -452,6 +566,43 @@ mod tests {
         assert_send_sync::<Matrix<f32>>();
         assert_send_sync::<Features>();
         assert_send_sync::<Dataset>();
+    }
+
+    /// An out-of-core mapping reads the same rows after its blocks were announced and their
+    /// pages dropped from the mapping (wrapping blocks too); a small file, an owned matrix and
+    /// scattered batches are left alone.
+    #[test]
+    fn advice_on_an_out_of_core_mapping_keeps_the_rows() {
+        use std::io::Write;
+        let (rows, cols) = (20_000usize, 3usize);
+        let values: Vec<f64> = (0..rows * cols).map(|i| i as f64 * 0.5).collect();
+        let mut file = tempfile::tempfile().unwrap();
+        for v in &values {
+            file.write_all(&v.to_ne_bytes()).unwrap();
+        }
+        // SAFETY: a private temporary file nothing else writes to.
+        let map = || unsafe { Mmap::map(&file) }.unwrap();
+        let m = Matrix::<f64>::from_mmap(map(), 0, rows, cols, true).unwrap();
+        assert!(m.is_out_of_core() && m.is_mapped());
+        let block: Vec<DataIndex> = (5_000..15_000).collect();
+        let wrapping: Vec<DataIndex> = (17_000..20_000).chain(0..4_000).collect();
+        for batch in [&block, &wrapping] {
+            let first = batch[0] as usize;
+            m.advise_will_read_block(first, batch.len());
+            let sum: f64 = batch.iter().map(|&i| m.row(i as usize)[1]).sum();
+            m.advise_done_reading(batch);
+            m.advise_done_reading(&[3, 9_999, 7]);
+            let again: f64 = batch.iter().map(|&i| m.row(i as usize)[1]).sum();
+            assert_eq!(sum, again);
+        }
+        assert_eq!(m.as_slice(), values.as_slice());
+        let in_memory = Matrix::<f64>::from_mmap(map(), 0, rows, cols, false).unwrap();
+        assert!(!in_memory.is_out_of_core() && in_memory.mapped_range(0..1).is_none());
+        let owned = Matrix::from_vec(values.clone(), rows, cols).unwrap();
+        assert!(!owned.is_out_of_core());
+        owned.advise_will_read_block(0, rows);
+        owned.advise_done_reading(&block);
+        assert_eq!(owned.as_slice(), values.as_slice());
     }
 
     #[test]

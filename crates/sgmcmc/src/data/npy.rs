@@ -205,7 +205,8 @@ fn map_matrix<T: Element + ViewElement>(
     if data_offset != offset {
         return Err(invalid(name, "inconsistent data offset"));
     }
-    Matrix::from_mmap(mmap, data_offset, rows, cols)
+    let out_of_core = super::available_memory().is_some_and(|m| mmap.len() > m / 2);
+    Matrix::from_mmap(mmap, data_offset, rows, cols, out_of_core)
         .ok_or_else(|| invalid(name, "data does not match the header shape"))
 }
 

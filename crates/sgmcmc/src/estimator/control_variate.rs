@@ -141,6 +141,9 @@ impl GradientEstimator for ControlVariates<'_> {
             out,
             &mut self.scratch,
         );
+        let (model, n) = (self.model, self.batch);
+        self.subsampler
+            .announce_blocks_ahead(|first| model.will_read(first, n));
     }
 
     /// 2n: n per-datum gradients at θ and n at θ̂ (reference §5.3).
@@ -175,6 +178,9 @@ impl GradientEstimator for ControlVariates<'_> {
             moments,
             &mut self.scratch,
         );
+        let (model, n) = (self.model, self.batch);
+        self.subsampler
+            .announce_blocks_ahead(|first| model.will_read(first, n));
         BatchTerms {
             rows: self.batch,
             weight,

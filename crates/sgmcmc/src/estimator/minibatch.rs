@@ -65,6 +65,9 @@ impl GradientEstimator for Minibatch<'_> {
         let batch = self.subsampler.batch(self.batch, rng);
         self.model
             .add_grad_estimate(theta, None, batch, weight, out, &mut self.scratch);
+        let (model, n) = (self.model, self.batch);
+        self.subsampler
+            .announce_blocks_ahead(|first| model.will_read(first, n));
     }
 
     fn cost_per_estimate(&self) -> usize {
@@ -97,6 +100,9 @@ impl GradientEstimator for Minibatch<'_> {
             moments,
             &mut self.scratch,
         );
+        let (model, n) = (self.model, self.batch);
+        self.subsampler
+            .announce_blocks_ahead(|first| model.will_read(first, n));
         BatchTerms {
             rows: self.batch,
             weight,

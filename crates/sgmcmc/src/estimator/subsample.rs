@@ -3,9 +3,16 @@
 //! ([`MinibatchScheme::Block`]); optionally held and reused across calls
 //! (`sghmc_shared_minibatch`).
 
+use std::collections::VecDeque;
+
 use crate::model::DataIndex;
 use crate::rng::ChainRng;
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
+
+/// How many block offsets are drawn ahead of use, so that a model over a file larger than
+/// memory can start reading the blocks of the next iterations while it computes this one
+/// ([`Subsampler::announce_blocks_ahead`]): several reads in flight at once instead of one.
+pub const BLOCKS_AHEAD: usize = 8;
 
 /// How the rows of a minibatch are chosen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +56,14 @@ pub struct Subsampler {
     scheme: MinibatchScheme,
     /// The offset of the current block (blocks only).
     offset: usize,
+    /// The offsets of the next [`BLOCKS_AHEAD`] blocks (blocks only), oldest first.
+    ahead: VecDeque<u32>,
+    /// How many of `ahead` (the newest) have not been announced to the model yet.
+    unannounced: usize,
+    /// The stream the block offsets are drawn from, seeded by one draw from the chain's stream
+    /// at the first block (so that offsets can be drawn ahead without changing the chain's
+    /// other draws).
+    offsets_rng: Option<ChainRng>,
     /// While set, [`Subsampler::batch`] draws once and then returns that batch.
     reuse: bool,
     /// A batch is held (valid only while `reuse`).
@@ -68,6 +83,9 @@ impl Subsampler {
             with_replacement: false,
             scheme: MinibatchScheme::Uniform,
             offset: 0,
+            ahead: VecDeque::with_capacity(BLOCKS_AHEAD + 1),
+            unannounced: 0,
+            offsets_rng: None,
             reuse: false,
             held: false,
         }
@@ -151,7 +169,15 @@ impl Subsampler {
         let total = self.perm.len();
         debug_assert!(start + n <= total);
         if start == 0 {
-            self.offset = rng.random_range(0..total as u32) as usize;
+            let offsets = self
+                .offsets_rng
+                .get_or_insert_with(|| ChainRng::seed_from_u64(rng.random::<u64>()));
+            while self.ahead.len() <= BLOCKS_AHEAD {
+                self.ahead.push_back(offsets.random_range(0..total as u32));
+                self.unannounced += 1;
+            }
+            self.offset = self.ahead.pop_front().map_or(0, |o| o as usize);
+            self.unannounced = self.unannounced.min(self.ahead.len());
         }
         let first = (self.offset + start) % total;
         self.targets.clear();
@@ -160,6 +186,18 @@ impl Subsampler {
             .extend((first..first + head).map(|i| i as DataIndex));
         self.targets.extend((0..n - head).map(|i| i as DataIndex));
         &self.targets
+    }
+
+    /// Calls `will_read(first)` for each block drawn ahead that has not been announced yet
+    /// (after the first block all [`BLOCKS_AHEAD`], then one per block), its first row: the
+    /// estimators pass it on to `Model::will_read`, so that a model over a file larger than
+    /// memory starts reading blocks before they are used. Nothing under the uniform scheme.
+    pub fn announce_blocks_ahead(&mut self, mut will_read: impl FnMut(usize)) {
+        let fresh = self.ahead.len() - self.unannounced;
+        for &first in self.ahead.range(fresh..) {
+            will_read(first as usize);
+        }
+        self.unannounced = 0;
     }
 
     /// The batch the last draw returned.
@@ -343,6 +381,39 @@ mod tests {
         s.reuse_batch(false);
         let all: Vec<DataIndex> = s.all().to_vec();
         assert_eq!(s.batch(n_data, &mut rng), all.as_slice());
+    }
+
+    /// The blocks announced ahead are exactly the blocks later drawn, in order, each announced
+    /// once: BLOCKS_AHEAD after the first draw, then one per draw (the newest). Uniform
+    /// batches announce nothing, and the chain's stream gives one draw to the offsets' stream.
+    #[test]
+    fn announced_blocks_are_the_blocks_drawn_later() {
+        let (n_data, n, draws) = (1000usize, 10usize, 50usize);
+        let mut s = Subsampler::new(n_data);
+        s.set_scheme(MinibatchScheme::Block);
+        let mut rng = crate::rng::stream(8, 0);
+        let (mut announced, mut firsts) = (Vec::new(), Vec::new());
+        for t in 0..draws {
+            firsts.push(s.batch(n, &mut rng)[0] as usize);
+            let before = announced.len();
+            s.announce_blocks_ahead(|first| announced.push(first));
+            let expected = if t == 0 { BLOCKS_AHEAD } else { 1 };
+            assert_eq!(announced.len() - before, expected, "draw {t}");
+            s.announce_blocks_ahead(|_| panic!("announced twice"));
+        }
+        assert_eq!(announced.len(), draws - 1 + BLOCKS_AHEAD);
+        assert_eq!(
+            announced[..draws - 1],
+            firsts[1..],
+            "{announced:?} {firsts:?}"
+        );
+        let mut one_draw = crate::rng::stream(8, 0);
+        let _: u64 = one_draw.random();
+        assert_eq!(rng, one_draw, "the chain's stream gave more than one draw");
+
+        let mut u = Subsampler::new(n_data);
+        u.batch(n, &mut rng);
+        u.announce_blocks_ahead(|_| panic!("a uniform batch announced a block"));
     }
 
     /// Each index appears in a draw with probability n/N; each pair with n(n−1)/(N(N−1)).

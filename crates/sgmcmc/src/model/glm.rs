@@ -450,6 +450,7 @@ impl<F: Family> Glm<F> {
         if let Some(g) = gb.first_mut() {
             *g += sum_r;
         }
+        x.advise_done_reading(batch);
         total
     }
 
@@ -753,6 +754,14 @@ impl<F: Family> Model for Glm<F> {
 
     fn parameter_names(&self) -> Vec<String> {
         self.names.clone()
+    }
+
+    fn will_read(&self, first: usize, n: usize) {
+        match &self.features {
+            Features::F64(x) => x.advise_will_read_block(first, n),
+            Features::F32(x) => x.advise_will_read_block(first, n),
+            Features::Sparse(_) => {}
+        }
     }
 
     fn log_prior(&self, theta: &[f64]) -> f64 {

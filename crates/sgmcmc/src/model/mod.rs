@@ -257,6 +257,13 @@ pub trait Model: Send + Sync {
         scratch.buf = buf;
     }
 
+    /// A hint that rows `first`, `first + 1`, …, `first + n − 1` (mod N) will be read soon: a
+    /// block minibatch drawn ahead (`estimator::Subsampler::announce_blocks_ahead`). A model
+    /// whose data is a memory-mapped file starts reading them from disk
+    /// (`data::Matrix::advise_will_read`), so that several blocks are in flight while it
+    /// computes; the default ignores it, and it never changes a result.
+    fn will_read(&self, _first: usize, _n: usize) {}
+
     /// The point the MAP search (L-BFGS) starts from. Zeros by default; a model for which
     /// θ = 0 is a stationary point that is not the mode overrides it with a fixed small point
     /// (matrix factorisation: ∇_U vanishes at V = 0; a network whose hidden units are all

@@ -90,6 +90,10 @@ impl Model for PreconditionedModel<'_> {
         self.inner.num_data()
     }
 
+    fn will_read(&self, first: usize, n: usize) {
+        self.inner.will_read(first, n);
+    }
+
     /// The inner model's names (a [`super::PreconditionedKernel`] reports θ, not φ).
     fn parameter_names(&self) -> Vec<String> {
         self.inner.parameter_names()

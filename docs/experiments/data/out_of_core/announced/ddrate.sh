@@ -1,0 +1,1 @@
+CG=/sys/fs/cgroup/memory/ooc; mkdir -p $CG; echo $((2048<<20)) > $CG/memory.limit_in_bytes; sync; echo 3 > /proc/sys/vm/drop_caches; bash -c "echo \$\$ > $CG/cgroup.procs; exec dd if=/tmp/ooc_Xs.npy of=/dev/null bs=16M" 2>&1 | tail -1
