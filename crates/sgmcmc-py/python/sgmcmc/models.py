@@ -1,8 +1,10 @@
 """Built-in models over arrays or files, evaluated in Rust (no Python in the sampling loop).
 
 Features are a 2-D float64 or float32 NumPy array (used in place, without a copy, when it is
-C-contiguous; do not write to it while a run reads it) or the path of a ``.npy`` file (memory-
-mapped, so it may be larger than RAM). Targets are a 1-D array or a ``.npy`` path.
+C-contiguous; do not write to it while a run reads it), a SciPy sparse matrix or array (any
+format; copied once as compressed sparse rows, which the models multiply without densifying),
+or the path of a ``.npy`` file (memory-mapped, so it may be larger than RAM). Targets are a 1-D
+array or a ``.npy`` path.
 """
 
 from __future__ import annotations
@@ -19,6 +21,27 @@ ArrayOrPath = Union[npt.ArrayLike, str, "os.PathLike[str]"]
 
 def _is_path(x: Any) -> bool:
     return isinstance(x, (str, os.PathLike))
+
+
+def _is_sparse(x: Any) -> bool:
+    """A SciPy sparse matrix or array (recognised without importing SciPy)."""
+    return hasattr(x, "tocsr") and hasattr(x, "nnz")
+
+
+def _csr_parts(x: Any) -> dict[str, Any]:
+    """The compressed-sparse-row parts of a SciPy sparse ``x`` as float64 values and int64
+    offsets and columns, duplicates summed and columns sorted within each row (on a copy: the
+    user's matrix is not changed)."""
+    csr = x.tocsr().astype(np.float64, copy=True)
+    if len(csr.shape) != 2:
+        raise ValueError(f"X must be 2-D (rows x features), got shape {csr.shape}")
+    csr.sum_duplicates()
+    return {
+        "indptr": np.ascontiguousarray(csr.indptr, dtype=np.int64),
+        "indices": np.ascontiguousarray(csr.indices, dtype=np.int64),
+        "data": np.ascontiguousarray(csr.data, dtype=np.float64),
+        "shape": (int(csr.shape[0]), int(csr.shape[1])),
+    }
 
 
 @dataclass
@@ -38,8 +61,11 @@ class BuiltinModel:
             **{k: v for k, v in self.options.items() if v is not None},
         }
 
-    def data(self) -> tuple[dict[str, Any], np.ndarray | None, np.ndarray | None]:
-        """The ``[data]`` table (for files) or the arrays to hand over."""
+    def data(
+        self,
+    ) -> tuple[dict[str, Any], np.ndarray | dict[str, Any] | None, np.ndarray | None]:
+        """The ``[data]`` table (for files) or the arrays to hand over (sparse features as
+        their compressed-sparse-row parts)."""
         if _is_path(self.X):
             table: dict[str, Any] = {"features": os.path.abspath(os.fspath(self.X))}  # type: ignore[arg-type]
             if self.y is not None:
@@ -47,20 +73,26 @@ class BuiltinModel:
                     raise ValueError("give X and y both as arrays or both as .npy paths")
                 table["targets"] = os.path.abspath(os.fspath(self.y))  # type: ignore[arg-type]
             return table, None, None
+        if _is_sparse(self.X):
+            return {}, _csr_parts(self.X), self._targets()
         x = np.asarray(self.X)
         if x.dtype not in (np.float64, np.float32):
             x = x.astype(np.float64)
         x = np.ascontiguousarray(x)
         if x.ndim != 2:
             raise ValueError(f"X must be 2-D (rows x features), got shape {x.shape}")
-        y = None
-        if self.y is not None:
-            if _is_path(self.y):
-                raise ValueError("give X and y both as arrays or both as .npy paths")
-            y = np.ascontiguousarray(np.asarray(self.y, dtype=np.float64))
-            if y.ndim != 1:
-                raise ValueError(f"y must be 1-D, got shape {y.shape}")
-        return {}, x, y
+        return {}, x, self._targets()
+
+    def _targets(self) -> np.ndarray | None:
+        """The targets as a 1-D float64 array (None without targets)."""
+        if self.y is None:
+            return None
+        if _is_path(self.y):
+            raise ValueError("give X and y both as arrays or both as .npy paths")
+        y = np.ascontiguousarray(np.asarray(self.y, dtype=np.float64))
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}")
+        return y
 
 
 def Logistic(

@@ -131,7 +131,11 @@ def _result(handle: Any, *, quiet: bool) -> dict[str, Any]:
 def _model_config(
     model: BuiltinModel | UserModel,
 ) -> tuple[
-    dict[str, Any], np.ndarray | None, np.ndarray | None, list[str] | None, UserModel | None
+    dict[str, Any],
+    np.ndarray | dict[str, Any] | None,
+    np.ndarray | None,
+    list[str] | None,
+    UserModel | None,
 ]:
     """The run file's ``[data]`` and ``[model]`` tables of ``model``, with the arrays or the user
     model to hand over."""
