@@ -407,6 +407,8 @@ impl<F: Family> Glm<F> {
         let (w, b, extra) = self.split(theta);
         let (gw, gb, gextra) = self.split_grad(grad);
         let isa = Isa::detect();
+        // Scattered rows of a file larger than memory: all their reads in flight at once.
+        x.advise_will_read_rows(batch);
         let rows = x.as_slice();
         let mut z = [0.0f64; CHUNK_ROWS];
         let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
