@@ -282,11 +282,9 @@ fn training_order(cfg: &Config, data: Dataset) -> Result<Dataset, PipelineError>
     if cfg.gradient().scheme != MinibatchScheme::Block || cfg.data.rows_shuffled {
         return Ok(data);
     }
-    let bytes = data.features.bytes();
-    if data.features.is_mapped()
-        && let Some(available) = sgmcmc::data::available_memory()
-        && bytes > available / 2
-    {
+    if data.features.is_out_of_core() {
+        let bytes = data.features.bytes();
+        let available = sgmcmc::data::available_memory().unwrap_or(0);
         return Err(other(format!(
             "{}: block minibatches need the rows in a random order, and an in-memory shuffled \
              copy of these {:.1} GB would not fit (available memory {:.1} GB); write a shuffled \

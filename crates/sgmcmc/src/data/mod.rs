@@ -84,6 +84,16 @@ impl Features {
         }
     }
 
+    /// `true` if the features are a mapped file larger than half the memory available when it
+    /// was opened ([`Matrix::is_out_of_core`]): read from disk as they are used.
+    pub fn is_out_of_core(&self) -> bool {
+        match self {
+            Features::F64(m) => m.is_out_of_core(),
+            Features::F32(m) => m.is_out_of_core(),
+            Features::Sparse(_) => false,
+        }
+    }
+
     /// Whether the rows are stored sparse.
     pub fn is_sparse(&self) -> bool {
         matches!(self, Features::Sparse(_))
