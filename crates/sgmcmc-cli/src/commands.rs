@@ -4,7 +4,7 @@ use crate::progress::{auto_progress, sharing_note};
 use anyhow::{Context, Result};
 use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
-use sgmcmc::io::{DrawSink, ZarrSink, summarize_parameters};
+use sgmcmc::io::{DrawSink, ExistingRun, RunDirectory, ZarrSink, summarize_parameters};
 use sgmcmc::model::Model;
 use sgmcmc::reference::{self, NutsSettings};
 use sgmcmc_runfile::config::Config;
@@ -52,28 +52,32 @@ fn finish(outcome: &Outcome) -> Result<()> {
 const DEMO_CONFIG: &str = include_str!("../../../examples/demo.toml");
 
 fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
-    println!();
+    outln!();
     let mut columns = extra.to_vec();
     if let Some(sd) = &outcome.laplace_sd
         && !extra.iter().any(|(name, _)| *name == "laplace_sd")
     {
         columns.push(("laplace_sd", sd));
     }
-    print!("{}", format_table(&outcome.parameters, &columns));
-    println!("{}", verdict(&outcome.parameters));
+    out!("{}", format_table(&outcome.parameters, &columns));
+    outln!("{}", verdict(&outcome.parameters));
     if let Some(check) = &outcome.bias_check {
-        println!("{}", check.describe());
+        outln!("{}", check.describe());
     }
     if let Some(line) = spread_beside_laplace(outcome) {
-        println!("{line}");
+        outln!("{line}");
     }
     let per_chain = outcome.run.chains.first().map_or(0, |c| c.iterations);
-    println!(
+    outln!(
         "{} chains x {} iterations in {:.2} s: {:.0} iterations/s per chain; {} draws kept",
-        outcome.chains, per_chain, outcome.seconds, outcome.iterations_per_second, outcome.draws
+        outcome.chains,
+        per_chain,
+        outcome.seconds,
+        outcome.iterations_per_second,
+        outcome.draws
     );
     if let Some(map) = &outcome.map {
-        println!(
+        outln!(
             "MAP by L-BFGS: {} iterations, {} full-data evaluations, {:.2} s, |grad|_inf = {:.2e}{}",
             map.iterations,
             map.evaluations,
@@ -88,20 +92,23 @@ fn print_outcome(outcome: &Outcome, extra: &[(&str, &[f64])]) {
     }
     if let Some(ev) = &outcome.evaluation {
         for line in ev.describe() {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     for c in &outcome.run.chains {
         if let Some(sgmcmc::sampler::SamplerStatistics::Mh(stats)) = &c.sampler_statistics {
-            println!("chain {}: {}", c.chain, stats.describe());
+            outln!("chain {}: {}", c.chain, stats.describe());
         }
     }
     for c in &outcome.run.chains {
         if let Some(d) = &c.divergence {
-            println!(
+            outln!(
                 "WARNING: chain {} diverged at iteration {} (non-finite state); its {} earlier draws are \
                  stored but left out of the summary. Last finite state: {:?}",
-                c.chain, d.iteration, c.draws, d.last_finite_state
+                c.chain,
+                d.iteration,
+                c.draws,
+                d.last_finite_state
             );
         }
     }
@@ -168,21 +175,25 @@ fn verdict(rows: &[sgmcmc::io::ParameterRow]) -> String {
     }
 }
 
-fn write_outputs(out: &Path, outcome: &Outcome, cfg: &Config, model: &dyn Model) -> Result<()> {
+/// Writes summary.json and the diagnostic figure, before anything about the run is printed
+/// (a closed or full stdout must not cost the files); returns the lines that name them.
+fn write_outputs(
+    dir: &RunDirectory,
+    title: &str,
+    outcome: &Outcome,
+    chains: &[Vec<f64>],
+    cfg: &Config,
+    model: &dyn Model,
+) -> Result<Vec<String>> {
     let summary = pipeline::summary_json(outcome, cfg, model);
-    let path = pipeline::write_summary(out, &summary)?;
-    println!(
+    let path = pipeline::write_summary(dir.path(), &summary)?;
+    let mut lines = vec![format!(
         "draws: {}   summary: {}",
-        out.join("draws.zarr").display(),
+        dir.join("draws.zarr").display(),
         path.display()
-    );
-    Ok(())
-}
-
-fn prepare_out(out: &Path) -> Result<PathBuf> {
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    Ok(out.join("draws.zarr"))
+    )];
+    lines.extend(write_figure(dir.path(), title, outcome, chains, model));
+    Ok(lines)
 }
 
 /// The threads the chains run on (rayon's global pool: one per core unless RAYON_NUM_THREADS
@@ -202,13 +213,13 @@ fn resolve(
     model: &dyn Model,
 ) -> Result<(Config, Option<pipeline::default_path::Resolved>)> {
     if pipeline::default_path::takes_default_path(&cfg) {
-        println!(
+        outln!(
             "default path (no [sampler] table): MAP, Laplace preconditioner, gradient, then MAMBA's step"
         );
     }
     let (cfg, resolved) = pipeline::default_path::resolve_if_needed(cfg, model)?;
     for line in resolved.iter().flat_map(|r| &r.report.choices) {
-        println!("  {line}");
+        outln!("  {line}");
     }
     Ok((cfg, resolved))
 }
@@ -225,7 +236,7 @@ fn execute_resolved(
     let settings = pipeline::run_settings(cfg)?;
     let threads = rayon_threads();
     if let Some(note) = sharing_note(cfg.run.chains, threads, cfg.run.budget_seconds) {
-        println!("{note}");
+        outln!("{note}");
     }
     let per_chain = match settings.budget {
         sgmcmc::runner::Budget::Iterations(n) => Some(n + settings.burn_in),
@@ -268,9 +279,9 @@ fn write_figure(
     outcome: &Outcome,
     chains: &[Vec<f64>],
     model: &dyn Model,
-) -> Result<()> {
+) -> Option<String> {
     if outcome.parameters.is_empty() || outcome.summarised_chains.is_empty() {
-        return Ok(());
+        return None;
     }
     let kept: Vec<&[f64]> = outcome
         .summarised_chains
@@ -305,19 +316,29 @@ fn write_figure(
     let path = out.join("diagnostics.svg");
     // The figure is a view of outputs already written: if it cannot be drawn (no draws kept),
     // the run still stands.
-    match sgmcmc_experiments::run_figure::write_run_figure(&path, &figure) {
-        Ok(()) => println!("diagnostic figure: {}", path.display()),
-        Err(e) => println!("diagnostic figure: not drawn ({e})"),
-    }
-    Ok(())
+    Some(
+        match sgmcmc_experiments::run_figure::write_run_figure(&path, &figure) {
+            Ok(()) => format!("diagnostic figure: {}", path.display()),
+            Err(e) => format!("diagnostic figure: not drawn ({e})"),
+        },
+    )
 }
 
 /// `sgmcmc demo`: the default path (no sampler settings) on the embedded demo run file.
-pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool) -> Result<()> {
+pub fn demo(
+    out: Option<PathBuf>,
+    iterations: Option<usize>,
+    print_config: bool,
+    existing: ExistingRun,
+) -> Result<()> {
     if print_config {
-        print!("{DEMO_CONFIG}");
+        out!("{DEMO_CONFIG}");
         return Ok(());
     }
+    let dir = out
+        .as_deref()
+        .map(|o| RunDirectory::open(o, existing))
+        .transpose()?;
     let mut cfg = Config::from_toml(DEMO_CONFIG, "examples/demo.toml")?;
     if let Some(n) = iterations {
         cfg.run.iterations = Some(n);
@@ -332,7 +353,7 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
     let model = prepared.model();
     // The θ* that generated the data (the same generator and seed as the [data] table's).
     let (_, theta_star) = synthetic::logistic_regression(syn.rows, syn.dim, syn.seed);
-    println!(
+    outln!(
         "sgmcmc demo: Bayesian logistic regression, N = {} rows, d = {}, prior N(0, 10 I); data built in {:.2} s; \
          {} chains x {} iterations (burn-in {}, thin {})",
         model.num_data(),
@@ -344,15 +365,18 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
         cfg.run.thin
     );
     let (cfg, resolved) = resolve(cfg, model)?;
-    let zarr = out.as_deref().map(prepare_out).transpose()?;
+    let zarr = dir.as_ref().map(|d| d.join("draws.zarr"));
     let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, zarr.as_deref())?;
+    let written = match &dir {
+        Some(dir) => write_outputs(dir, "sgmcmc demo", &outcome, &chains, &cfg, model)?,
+        None => Vec::new(),
+    };
     print_outcome(&outcome, &[("true", &theta_star)]);
-    println!(
+    outln!(
         "(true = the theta* that generated the data; laplace_sd = sd of the Laplace approximation at the MAP)"
     );
-    if let Some(dir) = &out {
-        write_outputs(dir, &outcome, &cfg, model)?;
-        write_figure(dir, "sgmcmc demo", &outcome, &chains, model)?;
+    for line in written {
+        outln!("{line}");
     }
     finish(&outcome)
 }
@@ -360,7 +384,7 @@ pub fn demo(out: Option<PathBuf>, iterations: Option<usize>, print_config: bool)
 /// `sgmcmc run CONFIG --out DIR`. A run file without a `[sampler]` table takes the default
 /// path (`pipeline::default_path`): MAP, Laplace preconditioner, control variates where they
 /// pay, MAMBA's step; what it chose is printed and written to summary.json.
-pub fn run(config: &Path, out: &Path) -> Result<()> {
+pub fn run(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
     let cfg = Config::from_file(config)?;
     // Data (without the held-out test rows), model, test split and reference.
     let prepared = pipeline::prepare(&cfg)?;
@@ -368,27 +392,30 @@ pub fn run(config: &Path, out: &Path) -> Result<()> {
     let (cfg, resolved) = resolve(cfg, model)?;
     // Validate every setting before creating output.
     pipeline::check_run(&cfg, model)?;
-    let zarr = prepare_out(out)?;
+    let dir = RunDirectory::open(out, existing)?;
+    let zarr = dir.join("draws.zarr");
     let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, Some(&zarr))?;
-    print_outcome(&outcome, &[]);
-    write_outputs(out, &outcome, &cfg, model)?;
-    write_figure(
-        out,
+    let written = write_outputs(
+        &dir,
         &format!("sgmcmc run {}", config.display()),
         &outcome,
         &chains,
+        &cfg,
         model,
     )?;
+    print_outcome(&outcome, &[]);
+    for line in written {
+        outln!("{line}");
+    }
     finish(&outcome)
 }
 
 /// `sgmcmc coreset CONFIG --out DIR`: Coreset MCMC on a coreset run file; writes coreset.json
 /// (points, weights, hot start, metric along the run), draws.zarr (the draws after training) and
 /// summary.json (their per-parameter summary).
-pub fn coreset(config: &Path, out: &Path) -> Result<()> {
+pub fn coreset(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
     let cfg = CoresetFile::from_file(config)?;
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    let dir = RunDirectory::open(out, existing)?;
     install_interrupt_handler();
     let outcome = pipeline::run_coreset_file(&cfg, &STOP)?;
     let run = &outcome.run;
@@ -396,38 +423,8 @@ pub fn coreset(config: &Path, out: &Path) -> Result<()> {
     let chains: Vec<&[f64]> = run.draws.iter().map(Vec::as_slice).collect();
     let per_chain = chains.first().map_or(0, |c| c.len() / names.len().max(1));
     let weights = &run.coreset.weights;
-    let total: f64 = weights.iter().sum();
-    let nonzero = weights.iter().filter(|w| **w > 0.0).count();
-    println!(
-        "coreset of M = {} from N = {}: {} with the {} kernel, {} iterations in {:.2} s",
-        run.coreset.len(),
-        outcome.num_data,
-        outcome.optimiser,
-        outcome.kernel,
-        run.iterations,
-        outcome.seconds
-    );
-    match run.hot_start_iteration {
-        Some(i) if run.hot_start_passed => println!("hot-start test passed at iteration {i}"),
-        Some(0) if !run.hot_start_passed => println!("hot start off: training from iteration 1"),
-        Some(i) => {
-            println!("hot-start test did not pass; warm-up ended at the cap (iteration {i})")
-        }
-        None => println!("warm-up never ended: the weights were not trained"),
-    }
-    println!(
-        "{} optimiser steps; weights sum to {total:.1} (N = {}), {nonzero} of {} positive",
-        run.optimiser_steps,
-        outcome.num_data,
-        run.coreset.len()
-    );
-    if let Some(&(i, m)) = run.metric.last() {
-        println!("average squared z-score against the reference at iteration {i}: {m:.4e}");
-    }
-    if let Some(why) = &run.stopped {
-        println!("WARNING: the run stopped early: {why}; everything up to there is saved");
-    }
-    let zarr = out.join("draws.zarr");
+    // Every file first: a closed or full stdout must not cost them.
+    let zarr = dir.join("draws.zarr");
     let sink = ZarrSink::create(
         &zarr,
         chains.len(),
@@ -445,11 +442,7 @@ pub fn coreset(config: &Path, out: &Path) -> Result<()> {
     }
     sink.finalize()?;
     let parameters = if per_chain >= 4 {
-        let rows = summarize_parameters(names, &chains);
-        println!();
-        print!("{}", format_table(&rows, &[]));
-        println!("{}", verdict(&rows));
-        rows
+        summarize_parameters(names, &chains)
     } else {
         Vec::new()
     };
@@ -468,12 +461,52 @@ pub fn coreset(config: &Path, out: &Path) -> Result<()> {
         "metric": run.metric,
         "config": cfg,
     });
-    let path = out.join("coreset.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    let path = dir
+        .write(
+            "coreset.json",
+            serde_json::to_string_pretty(&report)?.as_bytes(),
+        )
+        .with_context(|| format!("cannot write {}", dir.join("coreset.json").display()))?;
     let summary = serde_json::json!({ "parameters": parameters, "draws_per_chain": per_chain });
-    let summary_path = pipeline::write_summary(out, &summary)?;
-    println!(
+    let summary_path = pipeline::write_summary(dir.path(), &summary)?;
+
+    let total: f64 = weights.iter().sum();
+    let nonzero = weights.iter().filter(|w| **w > 0.0).count();
+    outln!(
+        "coreset of M = {} from N = {}: {} with the {} kernel, {} iterations in {:.2} s",
+        run.coreset.len(),
+        outcome.num_data,
+        outcome.optimiser,
+        outcome.kernel,
+        run.iterations,
+        outcome.seconds
+    );
+    match run.hot_start_iteration {
+        Some(i) if run.hot_start_passed => outln!("hot-start test passed at iteration {i}"),
+        Some(0) if !run.hot_start_passed => outln!("hot start off: training from iteration 1"),
+        Some(i) => {
+            outln!("hot-start test did not pass; warm-up ended at the cap (iteration {i})")
+        }
+        None => outln!("warm-up never ended: the weights were not trained"),
+    }
+    outln!(
+        "{} optimiser steps; weights sum to {total:.1} (N = {}), {nonzero} of {} positive",
+        run.optimiser_steps,
+        outcome.num_data,
+        run.coreset.len()
+    );
+    if let Some(&(i, m)) = run.metric.last() {
+        outln!("average squared z-score against the reference at iteration {i}: {m:.4e}");
+    }
+    if let Some(why) = &run.stopped {
+        outln!("WARNING: the run stopped early: {why}; everything up to there is saved");
+    }
+    if !parameters.is_empty() {
+        outln!();
+        out!("{}", format_table(&parameters, &[]));
+        outln!("{}", verdict(&parameters));
+    }
+    outln!(
         "coreset: {}   draws: {}   summary: {}",
         path.display(),
         zarr.display(),
@@ -496,6 +529,8 @@ pub fn reference(
     seed: Option<u64>,
     dense_metric: bool,
 ) -> Result<()> {
+    sgmcmc::io::check_replaceable(out)
+        .with_context(|| format!("reference file {}", out.display()))?;
     let cfg = Config::from_file(config)?;
     let settings = NutsSettings {
         chains,
@@ -518,7 +553,7 @@ pub fn reference(
     }
     let data = pipeline::load_data(&cfg.data)?;
     let model = pipeline::build_model(&cfg.model, data)?;
-    println!(
+    outln!(
         "sgmcmc reference: NUTS (nuts-rs {}) on the full-data posterior of {} (N = {}, D = {}); \
          {} chains x {} draws after {} warm-up, seed {}",
         reference::NUTS_RS_VERSION,
@@ -538,15 +573,15 @@ pub fn reference(
         .as_deref()
         .map(|sd| vec![("laplace_sd", sd)])
         .unwrap_or_default();
-    println!();
-    print!("{}", format_table(&result.parameters, &extra));
-    println!("{}", verdict(&result.parameters));
+    outln!();
+    out!("{}", format_table(&result.parameters, &extra));
+    outln!("{}", verdict(&result.parameters));
     let steps: Vec<String> = result
         .chains
         .iter()
         .map(|c| format!("{:.3e}", c.step_size))
         .collect();
-    println!(
+    outln!(
         "{:.2} s sampling, {} full-data gradient evaluations; step sizes {}; MAP in {} L-BFGS iterations",
         result.seconds,
         result.gradient_evaluations(),
@@ -556,7 +591,7 @@ pub fn reference(
     let divergences = result.divergences();
     if divergences > 0 {
         let non_finite: usize = result.chains.iter().map(|c| c.non_finite).sum();
-        println!(
+        outln!(
             "WARNING: {divergences} divergent transitions after warm-up ({non_finite} non-finite log \
              densities in all); the reference may be biased: check the model, or raise --warmup"
         );
@@ -564,7 +599,7 @@ pub fn reference(
     if let Some(rel) = result.sd_relative_to_laplace() {
         let max = rel.iter().map(|r| r.abs()).fold(0.0, f64::max);
         let mean = rel.iter().map(|r| r.abs()).sum::<f64>() / rel.len() as f64;
-        println!(
+        outln!(
             "NUTS sd vs Laplace sd (laplace_sd: the Laplace approximation at the MAP): \
              max |relative difference| {:.2} %, mean {:.2} %",
             100.0 * max,
@@ -572,7 +607,7 @@ pub fn reference(
         );
     }
     result.moments.save(out)?;
-    println!("reference: {}", out.display());
+    outln!("reference: {}", out.display());
     Ok(())
 }
 
@@ -588,6 +623,10 @@ pub fn ksd(
 ) -> Result<()> {
     use sgmcmc::stein::{self, FssdSettings, SteinSettings};
     anyhow::ensure!(thin >= 1, "--thin must be at least 1");
+    if let Some(path) = json {
+        sgmcmc::io::check_replaceable(path)
+            .with_context(|| format!("--json {}", path.display()))?;
+    }
     let cfg = Config::from_file(config)?;
     let stored = sgmcmc::io::read_draws(draws_path, "theta")?;
     anyhow::ensure!(
@@ -617,14 +656,14 @@ pub fn ksd(
         ..SteinSettings::default()
     };
     let report = stein::evaluate(&kept, &scores, stored.dim, &settings)?;
-    println!(
+    outln!(
         "{} draws in {} chains, every {thin}-th kept: {} draws x {} parameters",
         stored.len(),
         stored.chains.len(),
         report.draws,
         report.dim
     );
-    println!(
+    outln!(
         "full-batch scores: {score_seconds:.2} s ({:.1} ms per draw, N = {})",
         1e3 * score_seconds / report.draws.max(1) as f64,
         model.num_data()
@@ -633,14 +672,23 @@ pub fn ksd(
         .ksd
         .squared_u
         .map_or_else(|| "n/a".to_string(), |u| format!("{u:.6e}"));
-    println!(
+    outln!(
         "KSD (IMQ, V-statistic, square root) = {:.6e}   KSD²_U = {u}   ({:.3} s)",
-        report.ksd.ksd, report.ksd_seconds
+        report.ksd.ksd,
+        report.ksd_seconds
     );
+    if let Some(warning) = &report.warning {
+        outln!("WARNING: {warning}");
+    }
     if let Some(f) = &report.fssd {
-        println!(
+        outln!(
             "FSSD-opt = {:.6e} (FSSD²_U = {:.6e}; J = {}, {} train / {} test draws; {:.2} s)",
-            f.fssd, f.squared_u, f.num_locations, f.train_points, f.test_points, f.seconds
+            f.fssd,
+            f.squared_u,
+            f.num_locations,
+            f.train_points,
+            f.test_points,
+            f.seconds
         );
     }
     if let Some(path) = json {
@@ -651,9 +699,12 @@ pub fn ksd(
             "score_seconds": score_seconds,
             "report": report,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&value)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        println!("wrote {}", path.display());
+        sgmcmc::io::write_atomic(
+            path,
+            (serde_json::to_string_pretty(&value)? + "\n").as_bytes(),
+        )
+        .with_context(|| format!("cannot write {}", path.display()))?;
+        outln!("wrote {}", path.display());
     }
     Ok(())
 }
@@ -680,7 +731,7 @@ pub fn shuffle(
     }
     let r = sgmcmc::data::shuffle_npy(features, targets, out, seed, memory_mib << 20)?;
     let gb = r.bytes as f64 / 1e9;
-    println!(
+    outln!(
         "shuffled {} rows x {} columns ({}, {gb:.2} GB with targets) through {} buckets: \
          {:.1} s to the buckets ({:.2} GB/s), {:.1} s to {} ({:.2} GB/s)",
         r.rows,

@@ -352,7 +352,7 @@ impl<R: serde::Serialize> MambaOutputs<R> {
     /// early keeps them; a failure to write is a warning, not the end of the run.
     fn save_partial(&self, out: &Path, report: &R, finished: usize) {
         match self.save(out, report) {
-            Ok(_) => println!(
+            Ok(_) => outln!(
                 "saved the {finished} finished sampler(s) to {}/tables.md, report.json and {}",
                 out.display(),
                 self.curves.0
@@ -364,15 +364,15 @@ impl<R: serde::Serialize> MambaOutputs<R> {
     /// Save the whole report and print its tables and what was written.
     fn finish(&self, out: &Path, report: &R, seconds: f64) -> Result<()> {
         let (tables, left_out) = self.save(out, report)?;
-        println!("\n{tables}");
+        outln!("\n{tables}");
         let (name, metric) = self.curves;
         if !left_out.is_empty() {
-            println!(
+            outln!(
                 "{name} leaves out (no finite {metric}): {}",
                 left_out.join(", ")
             );
         }
-        println!(
+        outln!(
             "{seconds:.1} s; wrote {}/tables.md, report.json, {name} and configs/",
             out.display()
         );
@@ -399,7 +399,7 @@ fn sampler_indices(list: &[String]) -> Result<Vec<usize>> {
 /// Print an experiment's tables and write them (`tables.md`) and its report (`report.json`)
 /// into `out`.
 fn write_tables_and_report(out: &Path, tables: &str, report: &impl serde::Serialize) -> Result<()> {
-    println!("\n{tables}");
+    outln!("\n{tables}");
     std::fs::write(out.join("tables.md"), tables)
         .with_context(|| format!("cannot write {}/tables.md", out.display()))?;
     std::fs::write(
@@ -431,27 +431,27 @@ pub fn run(which: Experiment) -> Result<()> {
             }
             let started = Instant::now();
             let result = normal_gamma::run(&cfg)?;
-            println!(
+            outln!(
                 "Normal-Gamma posterior: E mu = {:.5}, E gamma = {:.5}, sd mu = {:.5}, sd gamma = {:.5}",
                 result.posterior_mean[0],
                 result.posterior_mean[1],
                 result.posterior_variance[0].sqrt(),
                 result.posterior_variance[1].sqrt()
             );
-            println!(
+            outln!(
                 "\n(CDF RMSE, autocorrelation time), {samples} samples after {burn_in} burn-in, seed {seed}:\n"
             );
-            print!("{}", normal_gamma::markdown(&result));
-            println!("\nThe paper's Table 1 (RMSE, autocorrelation time):\n");
-            println!(
+            out!("{}", normal_gamma::markdown(&result));
+            outln!("\nThe paper's Table 1 (RMSE, autocorrelation time):\n");
+            outln!(
                 "| method | h = 0.001, A = 1 | h = 0.001, A = 10 | h = 0.01, A = 1 | h = 0.01, A = 10 |"
             );
-            println!("|---|---|---|---|---|");
+            outln!("|---|---|---|---|---|");
             for (name, cells) in PAPER_TABLE_1 {
                 let cells: Vec<String> = cells.iter().map(|(e, t)| format!("({e}, {t})")).collect();
-                println!("| {name} | {} |", cells.join(" | "));
+                outln!("| {name} | {} |", cells.join(" | "));
             }
-            println!("\n{:.1} s", started.elapsed().as_secs_f64());
+            outln!("\n{:.1} s", started.elapsed().as_secs_f64());
             if let Some(path) = json {
                 let text = serde_json::to_string_pretty(&result)?;
                 std::fs::write(&path, text)
@@ -513,7 +513,7 @@ pub fn run(which: Experiment) -> Result<()> {
             };
             let report = mamba_logreg::run(
                 &settings,
-                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |line| outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
                 &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
             )?;
             outputs.finish(&out, &report, report.seconds)
@@ -545,7 +545,7 @@ pub fn run(which: Experiment) -> Result<()> {
             };
             let report = mamba_pmf::run(
                 &settings,
-                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |line| outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
                 &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
             )?;
             outputs.finish(&out, &report, report.seconds)
@@ -592,7 +592,7 @@ pub fn run(which: Experiment) -> Result<()> {
             };
             let report = mamba_bnn::run(
                 &settings,
-                &mut |line| println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
+                &mut |line| outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64()),
                 &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
             )?;
             outputs.finish(&out, &report, report.seconds)
@@ -635,11 +635,11 @@ pub fn run(which: Experiment) -> Result<()> {
             );
             let started = Instant::now();
             let report = coreset_fig1::run(&problems, &settings, &|line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })
             .map_err(anyhow::Error::msg)?;
             write_tables_and_report(&out, &coreset_fig1::markdown(&report), &report)?;
-            println!(
+            outln!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
                 out.display()
@@ -668,10 +668,10 @@ pub fn run(which: Experiment) -> Result<()> {
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let started = Instant::now();
             let report = mh_mixture::run(&settings, &mut |line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
             write_tables_and_report(&out, &mh_mixture::markdown(&report), &report)?;
-            println!(
+            outln!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
                 out.display()
@@ -711,11 +711,11 @@ pub fn run(which: Experiment) -> Result<()> {
             };
             let started = Instant::now();
             let report = mh_mnist::run(&settings, &mut |line| {
-                println!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
             })?;
             mh_mnist::write_outputs(&report, &out)?;
-            println!("\n{}", mh_mnist::markdown(&report));
-            println!(
+            outln!("\n{}", mh_mnist::markdown(&report));
+            outln!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
                 out.display()

@@ -1,6 +1,8 @@
 //! The `sgmcmc` command line: `demo`, `run CONFIG`, `reference CONFIG`, `ksd`, `tune CONFIG`,
 //! `bench`, `experiment NAME`.
 
+#[macro_use]
+mod output;
 mod commands;
 mod experiment;
 mod progress;
@@ -31,6 +33,9 @@ enum Command {
         /// Print the demo's run file (a valid `sgmcmc run` config) and exit.
         #[arg(long)]
         print_config: bool,
+        /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
+        #[arg(long, requires = "out")]
+        overwrite: bool,
     },
     /// Run the sampler a TOML run file describes (see README and examples/*.toml).
     Run {
@@ -39,6 +44,9 @@ enum Command {
         /// Output directory for draws.zarr and summary.json.
         #[arg(long, default_value = "out")]
         out: PathBuf,
+        /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Coreset MCMC (Hot DoG by default) on a coreset run file ([data], [model], [coreset]; see examples/coreset_gaussian.toml): trains the weights, then keeps draws from the coreset posterior.
     Coreset {
@@ -47,6 +55,9 @@ enum Command {
         /// Output directory for coreset.json, draws.zarr and summary.json.
         #[arg(long, default_value = "coreset_out")]
         out: PathBuf,
+        /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Full-data reference posterior of a run file's model by NUTS (nuts-rs): prints mean, sd, ESS and
     /// R-hat per parameter and writes the reference moments (JSON).
@@ -107,6 +118,9 @@ enum Command {
         /// round in colour, pruned arms in grey, ending where they were pruned) as SVG.
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
+        /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Write a copy of a .npy feature matrix (and its targets) with the rows in a uniformly
     /// random order, out of core (two sequential passes through bucket files, at most --memory-mib
@@ -141,6 +155,15 @@ enum Command {
     },
 }
 
+/// What `--overwrite` asks of an output directory that holds an earlier run.
+fn existing(overwrite: bool) -> sgmcmc::io::ExistingRun {
+    if overwrite {
+        sgmcmc::io::ExistingRun::Overwrite
+    } else {
+        sgmcmc::io::ExistingRun::Refuse
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -148,9 +171,18 @@ fn main() -> ExitCode {
             out,
             iterations,
             print_config,
-        } => commands::demo(out, iterations, print_config),
-        Command::Run { config, out } => commands::run(&config, &out),
-        Command::Coreset { config, out } => commands::coreset(&config, &out),
+            overwrite,
+        } => commands::demo(out, iterations, print_config, existing(overwrite)),
+        Command::Run {
+            config,
+            out,
+            overwrite,
+        } => commands::run(&config, &out, existing(overwrite)),
+        Command::Coreset {
+            config,
+            out,
+            overwrite,
+        } => commands::coreset(&config, &out, existing(overwrite)),
         Command::Reference {
             config,
             out,
@@ -172,7 +204,8 @@ fn main() -> ExitCode {
             method,
             out,
             plot,
-        } => tune::tune(&config, &out, method, plot.as_deref()),
+            overwrite,
+        } => tune::tune(&config, &out, method, plot.as_deref(), existing(overwrite)),
         Command::Bench(args) => {
             sgmcmc_experiments::bench::bench(&args).map_err(anyhow::Error::from)
         }
@@ -192,8 +225,20 @@ fn main() -> ExitCode {
         ),
         Command::Experiment { which } => experiment::run(which),
     };
+    let stdout_failure = output::failure();
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => match stdout_failure {
+            None => ExitCode::SUCCESS,
+            // A reader that stopped reading (`| head`): the outputs are written; as for
+            // any Unix filter, that is not an error.
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Some(e) => {
+                eprintln!(
+                    "error: cannot write to standard output ({e}); the files the command writes were written"
+                );
+                ExitCode::FAILURE
+            }
+        },
         Err(e) => {
             // One line: each cause once (library errors often include their source already).
             let mut line = String::new();

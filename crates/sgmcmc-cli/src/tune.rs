@@ -5,7 +5,7 @@
 //! round as SVG (`--plot`).
 
 use anyhow::{Context, Result};
-use sgmcmc::io::{DrawSink, ZarrSink};
+use sgmcmc::io::{DrawSink, ExistingRun, RunDirectory, ZarrSink};
 use sgmcmc::model::Model;
 use sgmcmc::tuning::{ArmRound, GridPoint, TuneMetricSettings};
 use sgmcmc_experiments::plot::{self, Figure, Panel, Series, SeriesStyle};
@@ -37,21 +37,30 @@ impl From<MethodArg> for TuneMethod {
 }
 
 /// `sgmcmc tune`.
-pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -> Result<()> {
+pub fn tune(
+    config: &Path,
+    out: &Path,
+    method: MethodArg,
+    plot: Option<&Path>,
+    existing: ExistingRun,
+) -> Result<()> {
     if plot.is_some() && method != MethodArg::Mamba {
         anyhow::bail!(
             "--plot draws MAMBA's rounds; --method {} has none",
             method_name(method)
         );
     }
+    if let Some(path) = plot {
+        sgmcmc::io::check_replaceable(path)
+            .with_context(|| format!("--plot {}", path.display()))?;
+    }
     let started = Instant::now();
     let cfg = Config::from_file(config)?;
     let prepared = pipeline::prepare(&cfg)?;
     let session = TuneSession::new(&cfg, &prepared)?;
-    std::fs::create_dir_all(out)
-        .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    let dir = RunDirectory::open(out, existing)?;
     let model = prepared.model();
-    println!(
+    outln!(
         "MAP and its full-data score: {:.2} s; metric scores: {}",
         session.map_seconds,
         if session.ctx.scores.is_exact() {
@@ -85,7 +94,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
             settings,
             outcome,
         } => {
-            std::fs::write(out.join("rounds.csv"), &csv)?;
+            dir.write("rounds.csv", csv.as_bytes())?;
             if let Some(path) = plot {
                 let metric = match settings.metric {
                     TuneMetricSettings::Ksd(_) => "KSD",
@@ -99,10 +108,10 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                     &per_arm_budgets,
                 )?;
                 plot::write_svg(path, &figure)?;
-                println!("rounds plot: {}", path.display());
+                outln!("rounds plot: {}", path.display());
             }
             let nominal = outcome.total_budget;
-            println!(
+            outln!(
                 "\nMAMBA: {} arms, η = {}, K = {}, T = {:.4} {}; winner arm {} ({}) with metric {:.6e}",
                 outcome.arms,
                 outcome.eta,
@@ -113,7 +122,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                 arms[outcome.winner].label(),
                 outcome.winner_metric
             );
-            println!(
+            outln!(
                 "threads {}: sampling {:.2} CPU s, build + scores + metric {:.2} s, MAMBA wall {:.2} s, tune wall {:.2} s (MAP included)",
                 outcome.threads,
                 outcome.sampling_seconds,
@@ -122,7 +131,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                 wall
             );
             if outcome.budget_unit == "s" {
-                println!("wall clock / nominal budget T = {:.3}", wall / nominal);
+                outln!("wall clock / nominal budget T = {:.3}", wall / nominal);
             }
         }
         Tuned::GridSearch {
@@ -135,9 +144,9 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
             for (i, p) in outcome.points.iter().enumerate() {
                 grid_csv_row(&mut csv, i + 1, p);
             }
-            std::fs::write(out.join("rounds.csv"), csv)?;
+            dir.write("rounds.csv", csv.as_bytes())?;
             let g = &session.tune.grid_search;
-            println!(
+            outln!(
                 "\ngrid search: {} points x {}; winner arm {} ({}); {:.2} s wall",
                 arms.len(),
                 match g.estimates {
@@ -149,7 +158,7 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
                 outcome.wall_seconds
             );
         }
-        Tuned::Heuristic { arm } => println!("1/N heuristic: {}", arm.label()),
+        Tuned::Heuristic { arm } => outln!("1/N heuristic: {}", arm.label()),
     }
     let report = tuned.report(session.map_seconds, wall);
     let winner = tuned.winner().clone();
@@ -164,24 +173,25 @@ pub fn tune(config: &Path, out: &Path, method: MethodArg, plot: Option<&Path>) -
         winner_path.display(),
         winner_cfg.to_toml()?
     );
-    std::fs::write(&winner_path, text)
+    dir.write("winner.toml", text.as_bytes())
         .with_context(|| format!("cannot write {}", winner_path.display()))?;
-    std::fs::write(
-        out.join("tune.json"),
-        serde_json::to_string_pretty(&report)? + "\n",
-    )?;
-    println!("winner config: {}", winner_path.display());
+    dir.write(
+        "tune.json",
+        (serde_json::to_string_pretty(&report)? + "\n").as_bytes(),
+    )
+    .with_context(|| format!("cannot write {}", out.join("tune.json").display()))?;
+    outln!("winner config: {}", winner_path.display());
     if let Some(draws) = winner_draws {
         let path = out.join("winner_draws.zarr");
         write_draws(&path, model, draws)?;
-        println!(
+        outln!(
             "winner draws: {} ({} draws)",
             path.display(),
             draws.len() / model.dim()
         );
     }
     if method != MethodArg::Heuristic {
-        println!("rounds: {}", out.join("rounds.csv").display());
+        outln!("rounds: {}", out.join("rounds.csv").display());
     }
     Ok(())
 }
@@ -322,7 +332,7 @@ fn grid_csv_row(csv: &mut String, rank: usize, p: &GridPoint) {
 
 fn print_round(records: &[ArmRound], budget: f64, unit: &str) {
     let round = records.first().map_or(0, |r| r.round);
-    println!(
+    outln!(
         "\nround {round}: {} arms x {budget:.5} {unit} each (ranked; * = kept)",
         records.len()
     );
@@ -332,12 +342,19 @@ fn print_round(records: &[ArmRound], budget: f64, unit: &str) {
         .max()
         .unwrap_or(8)
         .max(8);
-    println!(
+    outln!(
         "  {:>4} {:>4}  {:<width$} {:>12} {:>7} {:>9} {:>8} {:>8}",
-        "rank", "arm", "settings", "metric", "draws", "iters", "cpu s", "other s"
+        "rank",
+        "arm",
+        "settings",
+        "metric",
+        "draws",
+        "iters",
+        "cpu s",
+        "other s"
     );
     for (i, r) in records.iter().enumerate() {
-        println!(
+        outln!(
             "{} {:>4} {:>4}  {:<width$} {:>12} {:>7} {:>9} {:>8.4} {:>8.4}{}",
             if r.kept { "*" } else { " " },
             i + 1,
@@ -354,19 +371,25 @@ fn print_round(records: &[ArmRound], budget: f64, unit: &str) {
 }
 
 fn print_grid(points: &[GridPoint], selection: &str) {
-    println!("\ngrid search, ranked by {selection}:");
+    outln!("\ngrid search, ranked by {selection}:");
     let width = points
         .iter()
         .map(|r| r.label.len())
         .max()
         .unwrap_or(8)
         .max(8);
-    println!(
+    outln!(
         "  {:>4} {:>4}  {:<width$} {:>12} {:>7} {:>9} {:>8}",
-        "rank", "arm", "settings", "metric", "draws", "iters", "cpu s"
+        "rank",
+        "arm",
+        "settings",
+        "metric",
+        "draws",
+        "iters",
+        "cpu s"
     );
     for (i, p) in points.iter().enumerate() {
-        println!(
+        outln!(
             "  {:>4} {:>4}  {:<width$} {:>12} {:>7} {:>9} {:>8.3}{}",
             i + 1,
             p.arm,

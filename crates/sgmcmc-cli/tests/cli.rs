@@ -382,12 +382,20 @@ fn draws_are_byte_identical_with_one_and_two_threads() {
     assert_eq!(chunks[0], chunks[1], "draws differ between 1 and 2 threads");
 }
 
-/// Ctrl-C (SIGINT) stops the chains at their next iteration; the draws so far and the summary
-/// are written, and the exit status says the run was interrupted.
+/// Ctrl-C (SIGINT) and SIGTERM (what `kill`, batch schedulers and container runtimes send)
+/// stop the chains at their next iteration; the draws so far and the summary are written, and
+/// the exit status says the run was interrupted.
 #[cfg(unix)]
 #[test]
 fn interrupt_saves_draws_and_summary() {
-    let body = GOOD.replace("iterations = 200", "iterations = 1_000_000_000");
+    for signal in ["-INT", "-TERM"] {
+        interrupt_with(signal);
+    }
+}
+
+#[cfg(unix)]
+fn interrupt_with(signal: &str) {
+    let body = GOOD.replace("iterations = 200", "budget_seconds = 300");
     let dir = setup(NPY_DATA, LOGISTIC, &body);
     let child = Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
         .args(["run", "run.toml", "--out", "out"])
@@ -399,7 +407,7 @@ fn interrupt_saves_draws_and_summary() {
     // Wait until sampling has produced draws (the store's first chunk or some time), then interrupt.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());

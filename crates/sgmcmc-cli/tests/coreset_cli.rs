@@ -12,7 +12,10 @@ fn write(dir: &Path, text: &str) {
 }
 
 fn run(dir: &Path) -> (bool, String, String) {
-    let out = common::sgmcmc(&["coreset", "coreset.toml", "--out", "out"], dir);
+    let out = common::sgmcmc(
+        &["coreset", "coreset.toml", "--out", "out", "--overwrite"],
+        dir,
+    );
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -11,7 +11,7 @@ const SAMPLER: &str = "[sampler]\nkind = \"sgld\"\nstep_size = 1e-4\n\n[gradient
                        [run]\niterations = 300\nchains = 2\ninit = \"map\"\n";
 
 fn run_ok(dir: &Path) -> serde_json::Value {
-    let out = sgmcmc(&["run", "run.toml", "--out", "out"], dir);
+    let out = sgmcmc(&["run", "run.toml", "--out", "out", "--overwrite"], dir);
     assert!(
         out.status.success(),
         "{}",

@@ -266,7 +266,7 @@ pub fn write_svg(path: &Path, figure: &Figure) -> Result<(), PlotError> {
 
 /// Write a rendered SVG document to `path`.
 pub(crate) fn write_document(path: &Path, svg: &str) -> Result<(), PlotError> {
-    std::fs::write(path, svg).map_err(|source| PlotError::Io {
+    sgmcmc::io::write_atomic(path, svg.as_bytes()).map_err(|source| PlotError::Io {
         path: path.to_path_buf(),
         source,
     })

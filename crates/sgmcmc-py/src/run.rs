@@ -11,6 +11,7 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sgmcmc::io::{ExistingRun, RunDirectory};
 use sgmcmc::runner::{ChainReport, Progress};
 use sgmcmc_runfile::config::Config;
 use sgmcmc_runfile::pipeline::{self, default_path};
@@ -158,7 +159,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -173,6 +174,7 @@ pub fn start_run(
     fssd: bool,
     nuts: Option<(usize, usize, usize, bool)>,
     coreset: Option<&str>,
+    overwrite: bool,
 ) -> PyResult<RunHandle> {
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
@@ -230,6 +232,16 @@ pub fn start_run(
         }
     };
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
+    // The output directory is held (locked) from here until the run's thread ends.
+    let existing = if overwrite {
+        ExistingRun::Overwrite
+    } else {
+        ExistingRun::Refuse
+    };
+    let out = out
+        .map(|dir| RunDirectory::open(&dir, existing))
+        .transpose()
+        .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     let chains = match &job {
         Job::Reference(n) => n.chains,
         Job::Coreset(file) => file.coreset.chains,
@@ -309,7 +321,7 @@ fn run_source(
     cfg: Config,
     source: Source,
     job: Job,
-    out: Option<PathBuf>,
+    out: Option<RunDirectory>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     if let Job::Coreset(file) = &job {
@@ -367,7 +379,7 @@ fn execute(
     cfg: Config,
     prepared: Result<pipeline::Prepared, pipeline::PipelineError>,
     job: Job,
-    out: Option<PathBuf>,
+    out: Option<RunDirectory>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
@@ -403,18 +415,7 @@ fn execute(
     for line in resolved.iter().flat_map(|r| &r.report.choices) {
         shared.say(format!("  {line}"));
     }
-    let zarr = match &out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Failure::Message(format!(
-                    "cannot create output directory {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            Some(dir.join("draws.zarr"))
-        }
-        None => None,
-    };
+    let zarr = out.as_ref().map(|dir| dir.join("draws.zarr"));
     let (outcome, draws) = pipeline::execute_resolved(
         &cfg,
         &prepared,
@@ -429,7 +430,7 @@ fn execute(
     }
     let summary = pipeline::summary_json(&outcome, &cfg, model);
     if let Some(dir) = &out {
-        pipeline::write_summary(dir, &summary).map_err(text)?;
+        pipeline::write_summary(dir.path(), &summary).map_err(text)?;
     }
     let statistics = outcome
         .run

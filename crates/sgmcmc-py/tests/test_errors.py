@@ -131,3 +131,33 @@ def test_a_diverged_chain_is_left_out_or_kept_with_its_divergence(tmp_path) -> N
     np.testing.assert_array_equal(
         sgmcmc.load(tmp_path / "run").posterior["theta"].values, idata.posterior["theta"].values
     )
+
+
+def test_runs_that_keep_no_draws_are_refused(small_logistic) -> None:
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y)
+    with pytest.raises(sgmcmc.SgmcmcError, match="iterations must be at least 1"):
+        run(model, sgmcmc.SGLD(step_size=1e-5), iterations=0)
+    with pytest.raises(sgmcmc.SgmcmcError, match="no draw would be kept"):
+        run(model, sgmcmc.SGLD(step_size=1e-5), iterations=10, thin=20)
+
+
+def test_an_earlier_run_is_refused_unless_overwritten(small_logistic, tmp_path) -> None:
+    """`out` holding an earlier run is refused (not mixed with the new draws); overwrite=True
+    replaces it."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y)
+    out = tmp_path / "run"
+    run(model, sgmcmc.SGLD(step_size=1e-5), chains=2, out=out)
+    with pytest.raises(sgmcmc.SgmcmcError, match="already holds a run"):
+        run(model, sgmcmc.SGLD(step_size=1e-5), chains=2, iterations=50, out=out)
+    run(model, sgmcmc.SGLD(step_size=1e-5), chains=2, iterations=50, out=out, overwrite=True)
+    assert sgmcmc.load(out).posterior["theta"].shape[:2] == (2, 50)
+
+
+def test_a_ksd_of_few_draws_warns_with_the_count(small_logistic) -> None:
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y)
+    draws = np.zeros((2, 10, x.shape[1]))
+    with pytest.warns(UserWarning, match="rests on only 20 draws"):
+        sgmcmc.ksd(model, draws)

@@ -948,7 +948,7 @@ fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, path: &str) -> Result<
 
 /// The text of a run file, or an error naming it.
 fn read_text(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| ConfigError {
+    sgmcmc::io::read_regular_to_string(path).map_err(|e| ConfigError {
         path: path.display().to_string(),
         location: String::new(),
         message: format!("cannot read: {e}"),

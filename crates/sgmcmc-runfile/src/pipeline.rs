@@ -610,7 +610,44 @@ pub fn check_run(cfg: &Config, model: &dyn Model) -> Result<RunSettings, Pipelin
         .method
         .check_with_estimator(cfg.gradient(), model)
         .map_err(sampler_table)?;
+    check_run_memory(&settings, model.dim())?;
     Ok(settings)
+}
+
+/// Bytes a chain holds apart from its kept draws: a write buffer of the draw store (one chunk,
+/// about 1 MiB) and a few dozen vectors of the parameters' length (position, gradient, sampler
+/// and estimator state).
+pub(crate) fn chain_overhead_bytes(dim: usize) -> usize {
+    (1 << 20) + 32 * 8 * dim
+}
+
+/// Refuses, before anything is allocated, a run whose chains and kept draws (held in memory for
+/// the summary, as well as streamed to the store) would not fit the memory available
+/// (`data::available_memory`, which reads the cgroup's limit too).
+fn check_run_memory(settings: &RunSettings, dim: usize) -> Result<(), PipelineError> {
+    let Some(available) = data::available_memory() else {
+        return Ok(());
+    };
+    let kept = match settings.budget {
+        Budget::Iterations(n) => n / settings.thin.max(1),
+        _ => 0,
+    };
+    let per_chain = (kept as u128) * (dim as u128) * 8 + chain_overhead_bytes(dim) as u128;
+    let needed = per_chain * settings.chains as u128;
+    if needed > available as u128 {
+        let gb = |b: u128| b as f64 / 1e9;
+        return Err(PipelineError::RunFile(format!(
+            "[run] {} chains x {kept} kept draws x {dim} parameters need about {:.1} GB of memory \
+             (the kept draws are held for the summary, plus about {:.1} MB of buffers and state \
+             per chain), but {:.1} GB are available: use fewer chains, fewer iterations or a \
+             larger thin",
+            settings.chains,
+            gb(needed),
+            chain_overhead_bytes(dim) as f64 / 1e6,
+            gb(available as u128)
+        )));
+    }
+    Ok(())
 }
 
 /// Run-level settings from the `[run]` table.
@@ -620,6 +657,11 @@ pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
         (Some(_), Some(_)) => {
             return Err(PipelineError::RunFile(
                 "[run] give `iterations` or `budget_seconds`, not both".into(),
+            ));
+        }
+        (Some(0), None) => {
+            return Err(PipelineError::RunFile(
+                "[run] iterations must be at least 1 (a run of 0 iterations keeps no draws)".into(),
             ));
         }
         (Some(n), None) => Budget::Iterations(n),
@@ -633,6 +675,24 @@ pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
         }
         (None, None) => Budget::Iterations(crate::config::DEFAULT_ITERATIONS),
     };
+    if r.chains == 0 {
+        return Err(PipelineError::RunFile(
+            "[run] chains must be at least 1".into(),
+        ));
+    }
+    if r.thin == 0 {
+        return Err(PipelineError::RunFile(
+            "[run] thin must be at least 1".into(),
+        ));
+    }
+    if let Budget::Iterations(n) = budget
+        && n < r.thin
+    {
+        return Err(PipelineError::RunFile(format!(
+            "[run] thin = {} is larger than iterations = {n}: no draw would be kept",
+            r.thin
+        )));
+    }
     Ok(RunSettings {
         seed: r.seed,
         chains: r.chains,
@@ -666,11 +726,12 @@ fn read_init_file(path: &Path, dim: usize, chains: usize) -> Result<Vec<Vec<f64>
             }
         }
     } else {
-        let text = std::fs::read_to_string(path).map_err(|source| PipelineError::File {
-            path: path.to_path_buf(),
-            action: "cannot read the init file",
-            source,
-        })?;
+        let text =
+            sgmcmc::io::read_regular_to_string(path).map_err(|source| PipelineError::File {
+                path: path.to_path_buf(),
+                action: "cannot read the init file",
+                source,
+            })?;
         let mut rows = Vec::new();
         for (line_no, line) in text
             .lines()
@@ -1259,11 +1320,11 @@ fn resolved_method(cfg: &SamplerSettings) -> serde_json::Value {
     }
 }
 
-/// Write `summary.json` into `dir`.
+/// Write `summary.json` into `dir`, atomically.
 pub fn write_summary(dir: &Path, summary: &serde_json::Value) -> Result<PathBuf, PipelineError> {
     let path = dir.join("summary.json");
     let text = serde_json::to_string_pretty(summary).expect("summary serialises");
-    std::fs::write(&path, text).map_err(|source| PipelineError::File {
+    sgmcmc::io::write_atomic(&path, text.as_bytes()).map_err(|source| PipelineError::File {
         path: path.clone(),
         action: "cannot write",
         source,

@@ -115,10 +115,11 @@ impl ReferenceMoments {
     /// Read and validate a reference file (JSON).
     pub fn load(path: &Path) -> Result<Self, ReferenceError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ReferenceError::Io {
-            path: name.clone(),
-            source,
-        })?;
+        let text =
+            crate::io::read_regular_to_string(path).map_err(|source| ReferenceError::Io {
+                path: name.clone(),
+                source,
+            })?;
         let moments: Self = serde_json::from_str(&text).map_err(|e| ReferenceError::Invalid {
             path: name.clone(),
             why: e.to_string(),
@@ -130,7 +131,8 @@ impl ReferenceMoments {
     }
 
     #[cfg(feature = "serde")]
-    /// Write the file (pretty JSON), atomically (temporary file, then rename).
+    /// Write the file (pretty JSON), atomically ([`crate::io::write_atomic`]; never over a
+    /// device or anything else that is not a regular file).
     pub fn save(&self, path: &Path) -> Result<(), ReferenceError> {
         let name = path.display().to_string();
         let io = |source| ReferenceError::Io {
@@ -138,8 +140,6 @@ impl ReferenceMoments {
             source,
         };
         let text = serde_json::to_string_pretty(self).expect("reference moments serialise");
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text + "\n").map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        crate::io::write_atomic(path, (text + "\n").as_bytes()).map_err(io)
     }
 }

@@ -45,6 +45,7 @@ def sample(
     preconditioner: str | None = None,
     bias_check: bool | None = None,
     out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
     keep_diverged: bool = False,
     progress: bool = True,
     quiet: bool = False,
@@ -55,7 +56,9 @@ def sample(
     variates where their noise is small, MAMBA's step) and reports its choices. Every other
     argument left at ``None`` takes the run file's default (``[run]`` table: seed 0, 4 chains,
     10,000 iterations, ...). With ``out``, the draws stream to ``out/draws.zarr`` and the summary
-    goes to ``out/summary.json``, as with ``sgmcmc run``. Ctrl-C stops the chains and returns the
+    goes to ``out/summary.json``, as with ``sgmcmc run``; a directory that holds an earlier run
+    is refused unless ``overwrite=True`` (which deletes that run's outputs first), and one that
+    another run is writing is refused. Ctrl-C stops the chains and returns the
     draws made so far (with a warning). Chains that diverged are left out of the posterior, as
     the run's summary leaves them out (with a warning); ``keep_diverged=True`` keeps every chain,
     NaN after its last draw, with ``sample_stats.diverging`` marking where it diverged.
@@ -90,6 +93,7 @@ def sample(
         names,
         None if out is None else os.fspath(out),
         user,
+        overwrite=overwrite,
     )
     interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)

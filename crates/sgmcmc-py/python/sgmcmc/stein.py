@@ -4,6 +4,7 @@ reference draws): the kernel Stein discrepancy with the IMQ kernel, and FSSD-opt
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,8 @@ def ksd(
     result = handle.result()
     report = json.loads(result["report"])
     stein = report["report"]
+    if stein.get("warning"):
+        warnings.warn(stein["warning"], stacklevel=2)
     return Discrepancy(
         ksd=float(stein["ksd"]["ksd"]),
         fssd=None if stein.get("fssd") is None else float(stein["fssd"]["fssd"]),

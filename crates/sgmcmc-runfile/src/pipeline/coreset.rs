@@ -3,7 +3,8 @@
 
 use super::{PipelineError, build_gaussian_model, build_model, build_sparse_regression, load_data};
 use crate::config::coreset::{
-    Construction, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig, SchemeConfig,
+    Construction, CoresetConfig, CoresetFile, CoresetInit, KernelConfig, OptimiserConfig,
+    SchemeConfig,
 };
 use sgmcmc::coreset::{
     Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog, Dowg,
@@ -98,7 +99,36 @@ pub fn run_coreset_file(
     run_coreset(cfg, CoresetModel::Data(load_data(&cfg.data)?), stop)
 }
 
+/// Refuses, before the chains are built, a run whose chains (each with its state and a column
+/// of the M x K weight-gradient matrix) and kept draws would not fit the available memory.
+fn check_coreset_memory(c: &CoresetConfig, dim: usize) -> Result<(), PipelineError> {
+    let Some(available) = sgmcmc::data::available_memory() else {
+        return Ok(());
+    };
+    let per_chain = super::chain_overhead_bytes(dim) as u128 + 8 * 4 * c.size as u128;
+    let needed = per_chain * c.chains as u128 + 8 * c.draws as u128 * dim as u128;
+    if needed > available as u128 {
+        return Err(other(format!(
+            "[coreset] {} chains over a coreset of {} points with {} draws of {dim} parameters \
+             need about {:.1} GB of memory, but {:.1} GB are available: use fewer chains or draws",
+            c.chains,
+            c.size,
+            c.draws,
+            needed as f64 / 1e9,
+            available as f64 / 1e9
+        )));
+    }
+    Ok(())
+}
+
 fn check_evaluation(cfg: &CoresetFile) -> Result<(), PipelineError> {
+    if cfg.coreset.chains < 2 {
+        return Err(other(format!(
+            "[coreset] a coreset run needs at least 2 chains (the weight gradient, Eq. 4, is a \
+             covariance across chains), got chains = {}",
+            cfg.coreset.chains
+        )));
+    }
     if let Some(ev) = &cfg.evaluation
         && (ev.test_fraction.is_some() || ev.test.is_some() || ev.split.is_some())
     {
@@ -163,6 +193,7 @@ pub fn run_coreset(
         (_, _, Some(b)) => b.as_ref(),
         _ => unreachable!("one model is built above"),
     };
+    check_coreset_memory(c, model.dim())?;
     let n = model.num_data();
     let mut init_rng = rng::stream(c.seed, c.chains as u64 + 1);
     let coreset = match c.construction {

@@ -117,6 +117,22 @@ pub enum DataError {
         shape: String,
     },
 
+    /// Holding the data (or what a model needs per column of it) would take more memory
+    /// than is available.
+    #[error(
+        "{path}: {what} would need about {needed_gb:.1} GB of memory, but {available_gb:.1} GB are available"
+    )]
+    TooLargeForMemory {
+        /// File name.
+        path: String,
+        /// What would be held, e.g. "a dense 10 x 1000000000 f64 matrix".
+        what: String,
+        /// Bytes needed, in GB.
+        needed_gb: f64,
+        /// Bytes available, in GB.
+        available_gb: f64,
+    },
+
     /// The data does not start at an offset aligned for the element type.
     #[error(
         "{path}: .npy data starts at byte {offset}, which is not a multiple of {align} as {dtype} requires; cannot memory-map it (re-save it with numpy)"

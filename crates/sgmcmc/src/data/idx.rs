@@ -10,7 +10,6 @@
 //! stream is an error. Hand-written because the format is a 4-byte header plus raw bytes: no
 //! crate is needed beyond flate2 for the decompression.
 
-use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -120,7 +119,7 @@ fn read_idx(path: &Path, name: &str, want_dims: u8) -> Result<(Vec<usize>, Vec<u
         path: name.to_string(),
         message,
     };
-    let file = File::open(path).map_err(|e| DataError::io(name, e))?;
+    let file = crate::io::open_regular(path).map_err(|e| DataError::io(name, e))?;
     let mut file = BufReader::with_capacity(1 << 16, file);
     let gzip = file
         .fill_buf()

@@ -1,6 +1,5 @@
 //! LIBSVM / SVMlight text loading (`label idx:value ...`) into a dense `Matrix<f64>`.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -10,7 +9,7 @@ use super::{CsrMatrix, DataError, Dataset, Features, Matrix};
 
 /// Opens `path` for buffered reading, decompressing it if the extension is `.gz`.
 pub(super) fn open_text(path: &Path, name: &str) -> Result<Box<dyn BufRead>, DataError> {
-    let file = File::open(path).map_err(|e| DataError::io(name, e))?;
+    let file = crate::io::open_regular(path).map_err(|e| DataError::io(name, e))?;
     let gz = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
@@ -51,6 +50,13 @@ pub fn load_libsvm(path: &Path, n_features: Option<usize>) -> Result<Dataset, Da
     let sparse = parse(&mut input, &name, n_features)?;
     let rows = sparse.labels.len();
     let cols = n_features.unwrap_or(sparse.max_index);
+    // A model over these rows holds several vectors of `cols` parameters (and their names):
+    // refuse a column count (from a stray index such as 10⁹) that could never be sampled.
+    super::check_fits(
+        &name,
+        || format!("a model over {cols} feature columns (the largest index)"),
+        cols as u128 * super::BYTES_PER_PARAMETER,
+    )?;
     let csr = to_csr(&sparse, rows, cols, &name)?;
     let features = if csr.density() <= super::SPARSE_DENSITY {
         Features::Sparse(csr)
@@ -62,6 +68,11 @@ pub fn load_libsvm(path: &Path, n_features: Option<usize>) -> Result<Dataset, Da
                 path: name.clone(),
                 shape: format!("{rows} x {cols}"),
             })?;
+        super::check_fits(
+            &name,
+            || format!("a dense {rows} x {cols} f64 matrix"),
+            len as u128 * 8,
+        )?;
         let mut dense = vec![0.0f64; len];
         for (i, row) in dense.chunks_exact_mut(cols.max(1)).enumerate().take(rows) {
             csr.row_into(i, row);

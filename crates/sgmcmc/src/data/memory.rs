@@ -46,6 +46,29 @@ fn cgroup_limit() -> Option<usize> {
     limit
 }
 
+/// A lower bound on what sampling a model holds per parameter: its name (about 40 bytes) and
+/// a few dozen f64 vectors of the parameters' length (the MAP search's history, each chain's
+/// position, gradient and state, the summaries).
+pub const BYTES_PER_PARAMETER: u128 = 512;
+
+/// An error if holding `bytes` (described by `what`, for the message) would exceed the memory
+/// available ([`available_memory`]); no check where that cannot be read.
+pub fn check_fits(
+    path: &str,
+    what: impl FnOnce() -> String,
+    bytes: u128,
+) -> Result<(), super::DataError> {
+    match available_memory() {
+        Some(available) if bytes > available as u128 => Err(super::DataError::TooLargeForMemory {
+            path: path.to_string(),
+            what: what(),
+            needed_gb: bytes as f64 / 1e9,
+            available_gb: available as f64 / 1e9,
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,7 @@ pub use self::matrix::{
     check_finite_targets, check_nonempty, check_same_rows, gather_sum, prefetch_element, validate,
     validate_finite,
 };
-pub use self::memory::available_memory;
+pub use self::memory::{BYTES_PER_PARAMETER, available_memory, check_fits};
 pub use self::movielens::{MOVIELENS_FEATURES, load_movielens, movielens_counts};
 pub use self::npy::{load_npy_features, load_npy_vector};
 pub use self::shuffle::{SHUFFLE_MEMORY, ShuffleReport, shuffle_npy};

@@ -127,7 +127,7 @@ pub fn movielens_counts(path: &Path) -> Result<Option<(usize, usize)>, DataError
         return Ok(None);
     }
     let name = info.display().to_string();
-    let text = std::fs::read_to_string(&info).map_err(|e| DataError::io(&name, e))?;
+    let text = crate::io::read_regular_to_string(&info).map_err(|e| DataError::io(&name, e))?;
     let (mut users, mut items) = (None, None);
     for (k, line) in text.lines().enumerate() {
         let mut words = line.split_whitespace();

@@ -6,7 +6,6 @@
 //! `ndarray_npy::ViewNpyExt` (descriptor, endianness, length, alignment). The
 //! resulting [`Matrix`] keeps the `Mmap` alive and exposes rows as plain slices.
 
-use std::fs::File;
 use std::io;
 use std::mem;
 use std::path::Path;
@@ -125,7 +124,7 @@ fn empty_check(path: &str, rows: usize, cols: usize) -> Result<(), DataError> {
 /// work. The file must not be modified while the returned matrix is alive.
 pub fn load_npy_features(path: &Path) -> Result<Features, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file = crate::io::open_regular(path).map_err(|e| DataError::io(&name, e))?;
     // SAFETY: read-only mapping; we never create mutable references into it. Another
     // process truncating/modifying the file while mapped is outside our control
     // (documented above), as with any memory-mapped input.
@@ -216,7 +215,7 @@ fn map_matrix<T: Element + ViewElement>(
 /// Reads the whole file into memory.
 pub fn load_npy_vector(path: &Path) -> Result<Vec<f64>, DataError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|e| DataError::io(&name, e))?;
+    let file = crate::io::open_regular(path).map_err(|e| DataError::io(&name, e))?;
     // Mapped, not read: the file's pages are page cache the kernel can drop, so loading holds
     // one copy of the values (the f64 vector), not three (the file, an array, the vector).
     // SAFETY: read-only mapping, dropped before returning; another process modifying the
@@ -388,7 +387,7 @@ mod tests {
         let p = d.path().join("x.npy");
         write_npy(&p, &grid(1000, 10)).unwrap();
         let len = fs::metadata(&p).unwrap().len();
-        File::options()
+        std::fs::File::options()
             .write(true)
             .open(&p)
             .unwrap()

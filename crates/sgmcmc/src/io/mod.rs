@@ -1,11 +1,17 @@
 //! Output: where draws go ([`sink`]: in memory, or streamed to a Zarr store that ArviZ opens,
-//! `zarr.rs` behind the default-on feature `zarr`) and the run summary written as JSON.
+//! `zarr.rs` behind the default-on feature `zarr`), the run summary written as JSON, the run
+//! directory that holds one run at a time ([`run_dir`]) and whole-file reads and atomic writes
+//! ([`files`]).
 
+pub mod files;
+pub mod run_dir;
 pub mod sink;
 pub mod summary;
 #[cfg(feature = "zarr")]
 pub mod zarr;
 
+pub use files::{check_replaceable, open_regular, read_regular_to_string, write_atomic};
+pub use run_dir::{ExistingRun, RUN_OUTPUTS, RunDirError, RunDirectory};
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
 #[cfg(feature = "zarr")]

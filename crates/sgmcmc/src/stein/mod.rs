@@ -417,7 +417,14 @@ pub struct SteinReport {
     pub fssd: Option<FssdReport>,
     /// Seconds for everything.
     pub seconds: f64,
+    /// A warning for the caller to show: set when the values rest on fewer than
+    /// [`FEW_DRAWS`] draws.
+    pub warning: Option<String>,
 }
+
+/// Below this many draws a discrepancy is mostly its own sampling noise (the V-statistic's
+/// bias alone is O(1/P)); [`evaluate`] then sets [`SteinReport::warning`].
+pub const FEW_DRAWS: usize = 100;
 
 /// FSSD-opt part of a [`SteinReport`].
 #[derive(Debug, Clone)]
@@ -491,5 +498,11 @@ pub fn evaluate(
         ksd_seconds,
         fssd,
         seconds: start.elapsed().as_secs_f64(),
+        warning: (n < FEW_DRAWS).then(|| {
+            format!(
+                "the discrepancy rests on only {n} draws; below {FEW_DRAWS} it is mostly noise \
+                 (keep more draws, or thin less)"
+            )
+        }),
     })
 }

@@ -1,0 +1,233 @@
+//! A run's output directory as one transaction: a lock that a second run into it is refused
+//! by (an advisory `flock` on `.sgmcmc.lock`, released by the kernel when the process ends,
+//! kill -9 included, so a crash leaves no stale lock), an existing run that is refused or, on
+//! request, cleared before anything new is written (never one run's draws beside another's
+//! summary), and files written atomically ([`write_atomic`]).
+
+use super::files::write_atomic;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+/// The lock file in every run directory.
+pub const LOCK_FILE: &str = ".sgmcmc.lock";
+
+/// Every output any command writes into a run directory, so that a run of one command is
+/// recognised by another.
+pub const RUN_OUTPUTS: &[&str] = &[
+    "draws.zarr",
+    "summary.json",
+    "diagnostics.svg",
+    "coreset.json",
+    "rounds.csv",
+    "tune.json",
+    "winner.toml",
+    "winner_draws.zarr",
+];
+
+/// What to do when the directory already holds a run's outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExistingRun {
+    /// Refuse with [`RunDirError::HoldsRun`] (the default: nothing is silently mixed).
+    Refuse,
+    /// Delete the earlier run's outputs (only the names of [`RUN_OUTPUTS`]) first.
+    Overwrite,
+}
+
+/// Errors opening a run directory. `Display` is one line naming the directory.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunDirError {
+    /// A file-system operation failed.
+    #[error("{path}: cannot {action}: {source}")]
+    Io {
+        /// The path acted on.
+        path: String,
+        /// What was being done.
+        action: &'static str,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The path exists and is not a directory.
+    #[error("{path} is not a directory; give a directory for the run's outputs")]
+    NotADirectory {
+        /// The path given.
+        path: String,
+    },
+    /// Another process holds the directory's lock.
+    #[error(
+        "{path} is in use by another sgmcmc run{holder}; wait for it to end or choose another output directory"
+    )]
+    InUse {
+        /// The directory.
+        path: String,
+        /// " (process N)" when the holder wrote its id, else empty.
+        holder: String,
+    },
+    /// The directory holds an earlier run's outputs.
+    #[error(
+        "{path} already holds a run ({found}); choose another output directory, or overwrite it (--overwrite; overwrite=True in Python), which deletes those first"
+    )]
+    HoldsRun {
+        /// The directory.
+        path: String,
+        /// The outputs found, comma separated.
+        found: String,
+    },
+}
+
+/// An output directory held for one run: created if absent, locked until dropped.
+#[derive(Debug)]
+pub struct RunDirectory {
+    path: PathBuf,
+    /// Holds the lock; the kernel releases it when this closes or the process ends.
+    _lock: File,
+}
+
+impl RunDirectory {
+    /// Creates (if needed) and locks `path`, then applies `existing` to an earlier run's
+    /// outputs there.
+    pub fn open(path: &Path, existing: ExistingRun) -> Result<Self, RunDirError> {
+        let shown = path.display().to_string();
+        let io = |action: &'static str| {
+            let shown = shown.clone();
+            move |source| RunDirError::Io {
+                path: shown,
+                action,
+                source,
+            }
+        };
+        match fs::metadata(path) {
+            Ok(meta) if !meta.is_dir() => return Err(RunDirError::NotADirectory { path: shown }),
+            Ok(_) => {}
+            Err(_) => fs::create_dir_all(path).map_err(io("create the directory"))?,
+        }
+        let lock_path = path.join(LOCK_FILE);
+        let mut lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io("create its lock file"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut pid = String::new();
+                let _ = lock.read_to_string(&mut pid);
+                let pid = pid.trim();
+                let holder = if pid.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (process {pid})")
+                };
+                return Err(RunDirError::InUse {
+                    path: shown,
+                    holder,
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io("lock it")(e)),
+        }
+        lock.set_len(0)
+            .and_then(|()| lock.rewind())
+            .and_then(|()| writeln!(lock, "{}", std::process::id()))
+            .map_err(io("write its lock file"))?;
+        let found: Vec<&str> = RUN_OUTPUTS
+            .iter()
+            .copied()
+            .filter(|name| fs::symlink_metadata(path.join(name)).is_ok())
+            .collect();
+        if !found.is_empty() {
+            match existing {
+                ExistingRun::Refuse => {
+                    return Err(RunDirError::HoldsRun {
+                        path: shown,
+                        found: found.join(", "),
+                    });
+                }
+                ExistingRun::Overwrite => {
+                    for name in found {
+                        let p = path.join(name);
+                        let is_dir = fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
+                        if is_dir {
+                            fs::remove_dir_all(&p)
+                        } else {
+                            fs::remove_file(&p)
+                        }
+                        .map_err(io("delete the earlier run's outputs"))?;
+                    }
+                }
+            }
+        }
+        Ok(RunDirectory {
+            path: path.to_path_buf(),
+            _lock: lock,
+        })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `name` inside the directory.
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Writes `bytes` to `name` in the directory atomically ([`write_atomic`]); returns its path.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> io::Result<PathBuf> {
+        let path = self.join(name);
+        write_atomic(&path, bytes)?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_open_is_refused_while_the_first_holds_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first = RunDirectory::open(&out, ExistingRun::Refuse).unwrap();
+        let e = RunDirectory::open(&out, ExistingRun::Overwrite).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("in use"), "{text}");
+        assert!(
+            text.contains(&format!("process {}", std::process::id())),
+            "{text}"
+        );
+        drop(first);
+        RunDirectory::open(&out, ExistingRun::Refuse).unwrap();
+    }
+
+    #[test]
+    fn an_earlier_run_is_refused_or_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDirectory::open(dir.path(), ExistingRun::Refuse).unwrap();
+        run.write("summary.json", b"{}").unwrap();
+        fs::create_dir(run.join("draws.zarr")).unwrap();
+        fs::write(run.join("draws.zarr/zarr.json"), "{}").unwrap();
+        fs::write(run.join("notes.txt"), "mine").unwrap();
+        drop(run);
+        let e = RunDirectory::open(dir.path(), ExistingRun::Refuse).unwrap_err();
+        assert!(e.to_string().contains("draws.zarr, summary.json"), "{e}");
+        let run = RunDirectory::open(dir.path(), ExistingRun::Overwrite).unwrap();
+        assert!(!run.join("summary.json").exists());
+        assert!(!run.join("draws.zarr").exists());
+        assert_eq!(fs::read_to_string(run.join("notes.txt")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_file_is_not_a_run_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        fs::write(&file, "x").unwrap();
+        let e = RunDirectory::open(&file, ExistingRun::Overwrite).unwrap_err();
+        assert!(e.to_string().contains("is not a directory"), "{e}");
+        assert_eq!(fs::read_to_string(&file).unwrap(), "x");
+    }
+}
