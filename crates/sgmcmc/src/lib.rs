@@ -59,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod checkpoint;
 pub mod coreset;
 pub mod cpu;
 pub mod data;

@@ -67,31 +67,41 @@ fn minibatch_adam_lands_inside_the_posterior_bulk() {
     let sd = (N as f64 + 1.0 / PRIOR_VARIANCE).powf(-0.5);
     let exact = closed_form_map(&x);
     // With a constant learning rate and noisy gradients Adam does not settle at the mode: it
-    // stops at a point inside the posterior bulk (measured: 2.1 sd for the library's defaults,
-    // α = 1e-2 on 1 % batches; 0.74 sd for the authors' NN setting, α = 1e-3 on 10 %). A good
-    // start for a sampler, not a precise mode; a wrong sign or scale would leave it far out.
-    for (options, tolerance) in [
-        (AdamMapOptions::default(), 3.0 * sd),
-        (
-            AdamMapOptions {
-                learning_rate: 1e-3,
-                batch: BatchSize::Fraction(0.1),
-                iterations: 5_000,
-            },
-            3.0 * sd,
-        ),
+    // stops at a random point inside the posterior bulk. Measured over 40 seeds (2026-11-26),
+    // the largest coordinate error with the library's defaults (α = 1e-2 on 1 % batches) has
+    // median 2.7-2.9 sd, 90 % quantile 4.6 sd, maximum 6.2-6.5 sd; the authors' NN setting
+    // (α = 1e-3 on 10 %) lands closer. So: over 8 seeds, the median error below 5 sd and every
+    // error below 8 sd. A good start for a sampler, not a precise mode; a wrong sign or scale
+    // would leave it tens of sds out.
+    for options in [
+        AdamMapOptions::default(),
+        AdamMapOptions {
+            learning_rate: 1e-3,
+            batch: BatchSize::Fraction(0.1),
+            iterations: 5_000,
+        },
     ] {
-        let r = find_map_adam(&model, &[0.0; 3], &options, &mut stream(2, 0)).unwrap();
-        let err = max_diff(&r.theta, &exact);
-        eprintln!("{options:?}: error {err:.5} = {:.3} sd", err / sd);
+        let mut errors: Vec<f64> = (0..8)
+            .map(|seed| {
+                let r = find_map_adam(&model, &[0.0; 3], &options, &mut stream(seed, 0)).unwrap();
+                assert_eq!(
+                    r.evaluations,
+                    (5_000 * options.batch.resolve(N).unwrap()).div_ceil(N) + 1
+                );
+                max_diff(&r.theta, &exact) / sd
+            })
+            .collect();
+        errors.sort_by(f64::total_cmp);
+        eprintln!("{options:?}: errors in sd {errors:.2?}");
         assert!(
-            err < tolerance,
-            "{options:?}: Adam {:?} vs {exact:?} (sd {sd})",
-            r.theta
+            errors[4] < 5.0,
+            "{options:?}: median error {:.2} sd",
+            errors[4]
         );
-        assert_eq!(
-            r.evaluations,
-            (5_000 * options.batch.resolve(N).unwrap()).div_ceil(N) + 1
+        assert!(
+            errors[7] < 8.0,
+            "{options:?}: largest error {:.2} sd",
+            errors[7]
         );
     }
 }

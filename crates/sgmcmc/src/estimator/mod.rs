@@ -15,6 +15,7 @@ pub use minibatch::Minibatch;
 pub use subsample::{MinibatchScheme, Subsampler};
 pub use svrg::Svrg;
 
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::model::TermMoments;
 use crate::rng::ChainRng;
 
@@ -43,6 +44,17 @@ pub trait GradientEstimator: Send {
     /// calls reuse it; every switch (on or off) discards the held batch. Estimators that draw
     /// no minibatch ignore it (the default).
     fn reuse_batch(&mut self, _on: bool) {}
+
+    /// Appends the estimator's state between calls (its subsampler's, an SVRG centre, counters)
+    /// to a checkpoint ([`crate::checkpoint`]). Default: not supported (the save fails).
+    fn save_state(&self, w: &mut StateWriter) {
+        w.unsupported("this gradient estimator");
+    }
+
+    /// Restores what [`GradientEstimator::save_state`] wrote. Default: not supported.
+    fn load_state(&mut self, _r: &mut StateReader<'_>) -> Result<(), StateError> {
+        Err(StateError::Unsupported("this gradient estimator".into()))
+    }
 
     /// [`GradientEstimator::estimate`], also adding the per-datum terms of the estimate's random
     /// part to `moments`, for samplers that estimate the gradient-noise covariance (CCAdL,

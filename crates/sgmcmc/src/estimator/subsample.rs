@@ -261,6 +261,49 @@ impl Subsampler {
     }
 }
 
+/// The state between draws: the index buffer (each draw without replacement permutes it
+/// further, so the next draw depends on it: N indices, 4N bytes), the block offsets drawn
+/// ahead and their stream, the held batch. The options (scheme, replacement, reuse) are
+/// settings and are not saved.
+impl crate::checkpoint::Persist for Subsampler {
+    fn save(&self, w: &mut crate::checkpoint::StateWriter) {
+        w.nested(7);
+        w.field("perm", &self.perm);
+        w.field("targets", &self.targets);
+        w.field("offset", &self.offset);
+        w.field("ahead", &self.ahead);
+        w.field("unannounced", &self.unannounced);
+        w.field(
+            "offsets_rng",
+            &self.offsets_rng.iter().cloned().collect::<Vec<_>>(),
+        );
+        w.field("held", &self.held);
+    }
+    fn load(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        r.nested(7)?;
+        let total = self.perm.len();
+        r.field("perm", &mut self.perm)?;
+        if self.perm.len() != total {
+            return Err(crate::checkpoint::StateError::Invalid(format!(
+                "a subsampler over {} data points, this chain's has {total}",
+                self.perm.len()
+            )));
+        }
+        r.field("targets", &mut self.targets)?;
+        r.field("offset", &mut self.offset)?;
+        r.field("ahead", &mut self.ahead)?;
+        r.field("unannounced", &mut self.unannounced)?;
+        let mut rng: Vec<ChainRng> = Vec::new();
+        r.field("offsets_rng", &mut rng)?;
+        self.offsets_rng = rng.pop();
+        r.field("held", &mut self.held)?;
+        Ok(())
+    }
+}
+
 /// Prefetch hint for `v[i]` (a no-op off x86-64).
 #[inline(always)]
 fn prefetch(v: &[DataIndex], i: usize) {

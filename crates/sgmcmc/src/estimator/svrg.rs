@@ -93,7 +93,23 @@ impl<'m> Svrg<'m> {
     }
 }
 
+crate::persist_fields!(Svrg<'_> {
+    cv,
+    calls,
+    full_passes,
+    passes_at_restart
+});
+
 impl GradientEstimator for Svrg<'_> {
+    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
+        crate::checkpoint::Persist::save(self, w);
+    }
+    fn load_state(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        crate::checkpoint::Persist::load(self, r)
+    }
     /// At calls i ≡ 0 (mod r) the centre moves to θ and the estimate is the full-data score G
     /// itself (bit for bit); otherwise it is the control-variate estimate about the centre.
     #[inline]

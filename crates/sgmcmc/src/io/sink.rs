@@ -15,6 +15,16 @@ pub trait DrawSink: Send + Sync {
 pub trait ChainWriter: Send {
     /// Append one draw (length = the model's dimension).
     fn push(&mut self, draw: &[f64]) -> Result<(), SinkError>;
+    /// Draws pushed but not yet written where they outlive the process (0 for a writer that
+    /// keeps nothing back). A checkpoint is taken when this falls back to 0.
+    fn pending(&self) -> usize {
+        0
+    }
+    /// Write every pushed draw where it outlives the process (a partial chunk included);
+    /// later pushes go on from there. Default: nothing to do.
+    fn flush(&mut self) -> Result<(), SinkError> {
+        Ok(())
+    }
     /// Flush what is buffered; returns the number of draws this chain wrote. Called once at the end (also after a divergence).
     fn finish(self: Box<Self>) -> Result<usize, SinkError>;
 }
@@ -222,6 +232,13 @@ impl ChainWriter for TeeWriter<'_> {
     fn push(&mut self, draw: &[f64]) -> Result<(), SinkError> {
         self.first.push(draw)?;
         self.second.push(draw)
+    }
+    fn pending(&self) -> usize {
+        self.first.pending().max(self.second.pending())
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.first.flush()?;
+        self.second.flush()
     }
 
     fn finish(self: Box<Self>) -> Result<usize, SinkError> {

@@ -382,6 +382,7 @@ impl DrawSink for ZarrSink {
             bytes: Vec::with_capacity(len * 8),
             in_chunk: 0,
             chunks_written: 0,
+            partial_written: false,
             finished: false,
         }))
     }
@@ -399,6 +400,8 @@ struct ZarrChainWriter<'a> {
     in_chunk: usize,
     /// Full chunks already on disk.
     chunks_written: usize,
+    /// The partial chunk as it is now is on disk ([`ChainWriter::flush`]).
+    partial_written: bool,
     finished: bool,
 }
 
@@ -450,8 +453,26 @@ impl ChainWriter for ZarrChainWriter<'_> {
         let start = self.in_chunk * dim;
         self.buf[start..start + dim].copy_from_slice(draw);
         self.in_chunk += 1;
+        self.partial_written = false;
         if self.in_chunk == self.sink.chunk_draws {
             self.flush_full()?;
+        }
+        Ok(())
+    }
+
+    fn pending(&self) -> usize {
+        if self.partial_written {
+            0
+        } else {
+            self.in_chunk
+        }
+    }
+
+    /// Writes the partial chunk (NaN after its last draw); it is written again as it fills.
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if self.in_chunk > 0 && !self.partial_written {
+            self.write_chunk()?;
+            self.partial_written = true;
         }
         Ok(())
     }

@@ -57,4 +57,18 @@ impl ChainKernel for PreconditionedKernel<'_> {
     fn draw_statistics(&self) -> crate::sampler::DrawStatistics {
         self.inner.draw_statistics()
     }
+
+    /// The inner kernel's state; θ follows from its φ.
+    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
+        self.inner.save_state(w);
+    }
+
+    fn load_state(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        self.inner.load_state(r)?;
+        self.map.to_theta(self.inner.position(), &mut self.theta);
+        Ok(())
+    }
 }

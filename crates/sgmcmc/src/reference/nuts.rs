@@ -501,6 +501,8 @@ fn run_chain(
             interrupted: false,
             sampler_statistics: None,
             draw_statistics: Vec::new(),
+            checkpoints: 0,
+            checkpoint_note: None,
         },
     );
     Ok((report, draws))

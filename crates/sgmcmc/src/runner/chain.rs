@@ -105,11 +105,33 @@ pub fn drive<T: Transition + ?Sized>(
     observer: &mut dyn ChainObserver<T>,
     stop: &AtomicBool,
 ) -> Result<ChainOutcome<T::Failure>, SinkError> {
+    drive_from(transition, plan, ChainProgress::default(), observer, stop)
+}
+
+/// How far a chain had come: iterations done (burn-in included) and draws kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChainProgress {
+    /// Iterations completed.
+    pub iterations: usize,
+    /// Draws kept.
+    pub draws: usize,
+}
+
+/// [`drive`] a chain restored from a checkpoint taken after `done`: counting, burn-in,
+/// thinning and the iteration budget go on from there, so the kept draws are those an
+/// uninterrupted run keeps after that point.
+pub fn drive_from<T: Transition + ?Sized>(
+    transition: &mut T,
+    plan: &ChainPlan,
+    done: ChainProgress,
+    observer: &mut dyn ChainObserver<T>,
+    stop: &AtomicBool,
+) -> Result<ChainOutcome<T::Failure>, SinkError> {
     let thin = plan.thin.max(1);
     let mut clock = BudgetClock::start(plan.budget, plan.burn_in);
     let mut outcome = ChainOutcome {
-        iterations: 0,
-        draws: 0,
+        iterations: done.iterations,
+        draws: done.draws,
         gradient_evaluations: 0,
         divergence: None,
         failure: None,

@@ -11,14 +11,16 @@
 mod budget;
 mod chain;
 mod progress;
+mod resume;
 
 pub use crate::sampler::{ChainKernel, SamplerKernel, all_finite};
 pub use budget::{Budget, BudgetError, thread_cpu_seconds};
 pub use chain::{
-    ChainObserver, ChainOutcome, ChainPlan, Divergence, Transition, drive, drive_chain,
-    drive_kernel,
+    ChainObserver, ChainOutcome, ChainPlan, ChainProgress, Divergence, Transition, drive,
+    drive_chain, drive_from, drive_kernel,
 };
 pub use progress::{NoProgress, Progress};
+pub use resume::{ChainStart, CheckpointHeader, CheckpointStore, Checkpoints, checkpoint_header};
 
 use crate::estimator::GradientEstimator;
 use crate::io::{ChainWriter, DrawSink, SinkError};
@@ -90,6 +92,12 @@ pub struct ChainReport {
     /// Per kept draw, the chain's state ([`ChainKernel::draw_statistics`]); not in the summary.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub draw_statistics: Vec<crate::sampler::DrawStatistics>,
+    /// Checkpoints saved ([`Checkpoints`]); 0 without checkpointing or for a kernel that
+    /// cannot be checkpointed.
+    pub checkpoints: usize,
+    /// Why the chain took no checkpoints although they were asked for.
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+    pub checkpoint_note: Option<String>,
 }
 
 impl ChainReport {
@@ -172,6 +180,14 @@ pub enum RunError {
         /// Why.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A chain's checkpoint could not be restored.
+    #[error("resuming chain {chain}: {source}")]
+    Resume {
+        /// Chain number.
+        chain: usize,
+        /// Why.
+        source: crate::checkpoint::StateError,
+    },
     /// Draws could not be stored.
     #[error("storing draws of chain {chain}: {source}")]
     Sink {
@@ -235,6 +251,25 @@ pub fn run_until<'a, F>(
 where
     F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
 {
+    run_resumable(settings, make_chain, sink, progress, stop, None, &[])
+}
+
+/// [`run_until`] with checkpoints (if `checkpoints` is given) and each chain c beginning as
+/// `starts[c]` says (fresh where `starts` is shorter): a chain resumed from its last
+/// checkpoint makes exactly the draws after it that an uninterrupted run makes, so `sink`
+/// must hand chain c a writer that continues after the checkpoint's draws.
+pub fn run_resumable<'a, F>(
+    settings: &RunSettings,
+    make_chain: F,
+    sink: &dyn DrawSink,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+    checkpoints: Option<&Checkpoints<'_>>,
+    starts: &[ChainStart],
+) -> Result<RunReport, RunError>
+where
+    F: Fn(usize, &mut ChainRng) -> Result<Chain<'a>, RunError>,
+{
     settings.validate()?;
     let start = Instant::now();
     let mut prepared = Vec::with_capacity(settings.chains);
@@ -250,11 +285,20 @@ where
         let writer = sink
             .chain_writer(c)
             .map_err(|source| RunError::Sink { chain: c, source })?;
-        prepared.push((c, chain, rng, writer));
+        let start = starts.get(c).unwrap_or(&ChainStart::Fresh);
+        prepared.push((c, chain, rng, writer, start));
     }
     let reports = prepared
         .into_par_iter()
-        .map(|(c, chain, rng, writer)| run_chain(settings, c, chain, rng, writer, progress, stop))
+        .map(|(c, chain, rng, writer, start)| {
+            let ctx = ChainContext {
+                settings,
+                progress,
+                stop,
+                checkpoints,
+            };
+            run_chain(&ctx, c, chain, start, rng, writer)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(RunReport {
         chains: reports,
@@ -262,72 +306,238 @@ where
     })
 }
 
+/// A kernel with the chain's stream, as the [`Transition`] the runner drives (the observer
+/// sees both, so that it can checkpoint them).
+struct Stepping<'k, 'a> {
+    kernel: &'k mut (dyn ChainKernel + Send + 'a),
+    rng: &'k mut ChainRng,
+}
+
+impl Transition for Stepping<'_, '_> {
+    type Failure = std::convert::Infallible;
+    fn position(&self) -> &[f64] {
+        self.kernel.position()
+    }
+    fn is_finite(&self) -> bool {
+        self.kernel.is_finite()
+    }
+    fn step(&mut self) -> Result<(), Self::Failure> {
+        self.kernel.step(self.rng);
+        Ok(())
+    }
+    fn gradient_evaluations(&self) -> u64 {
+        self.kernel.gradient_evaluations()
+    }
+}
+
+/// What every chain of a run shares.
+struct ChainContext<'r> {
+    settings: &'r RunSettings,
+    progress: &'r dyn Progress,
+    stop: &'r AtomicBool,
+    checkpoints: Option<&'r Checkpoints<'r>>,
+}
+
+/// A chain's checkpointing: where to, when next, and what it has run so far.
+struct Checkpointer<'r> {
+    store: &'r dyn CheckpointStore,
+    schedule: resume::Schedule,
+    seed: u64,
+    /// Seconds the chain ran before this process (a resumed chain's).
+    seconds_before: f64,
+    started: Instant,
+    saved: usize,
+}
+
+impl Checkpointer<'_> {
+    /// Flushes `writer` and saves the checkpoint of `chain` after `progress`.
+    fn save(
+        &mut self,
+        chain: usize,
+        progress: ChainProgress,
+        stepping: &Stepping<'_, '_>,
+        writer: &mut dyn ChainWriter,
+    ) -> Result<(), SinkError> {
+        writer.flush()?;
+        let header = CheckpointHeader {
+            chain,
+            seed: self.seed,
+            progress,
+            seconds: self.seconds_before + self.started.elapsed().as_secs_f64(),
+        };
+        let bytes = resume::encode(&header, &*stepping.kernel, stepping.rng)
+            .expect("checked at the chain's start");
+        self.store.save(chain, &bytes)?;
+        self.schedule.taken();
+        self.saved += 1;
+        Ok(())
+    }
+}
+
 /// The runner's observer of one chain: kept draws to its writer, progress every
-/// [`PROGRESS_EVERY`] iterations.
+/// [`PROGRESS_EVERY`] iterations, checkpoints.
 struct Recorder<'w> {
     chain: usize,
     writer: Box<dyn ChainWriter + 'w>,
     progress: &'w dyn Progress,
     /// Per kept draw, the kernel's [`ChainKernel::draw_statistics`].
     statistics: Vec<crate::sampler::DrawStatistics>,
+    /// Draws kept so far (a resumed chain's included).
+    draws: usize,
+    checkpointer: Option<Checkpointer<'w>>,
+    /// The writer has just written every draw out (a chunk filled): checkpoint now.
+    flushed: bool,
+    /// A checkpoint that failed (the chain stops; the run reports it).
+    error: Option<SinkError>,
 }
 
-impl<K: ChainKernel + ?Sized> ChainObserver<K> for Recorder<'_> {
-    fn kept(&mut self, kernel: &K) -> Result<(), SinkError> {
-        self.statistics.push(kernel.draw_statistics());
-        self.writer.push(kernel.position())
+impl ChainObserver<Stepping<'_, '_>> for Recorder<'_> {
+    fn kept(&mut self, stepping: &Stepping<'_, '_>) -> Result<(), SinkError> {
+        self.statistics.push(stepping.kernel.draw_statistics());
+        self.writer.push(stepping.kernel.position())?;
+        self.draws += 1;
+        self.flushed = self.writer.pending() == 0;
+        Ok(())
     }
 
-    fn iterated(&mut self, iteration: usize, _kernel: &K) -> std::ops::ControlFlow<()> {
+    fn iterated(
+        &mut self,
+        iteration: usize,
+        stepping: &Stepping<'_, '_>,
+    ) -> std::ops::ControlFlow<()> {
         if iteration.is_multiple_of(PROGRESS_EVERY) {
             self.progress.advanced(self.chain, iteration);
+        }
+        if let Some(cp) = &mut self.checkpointer
+            && (std::mem::take(&mut self.flushed) || cp.schedule.due())
+        {
+            let progress = ChainProgress {
+                iterations: iteration,
+                draws: self.draws,
+            };
+            if let Err(e) = cp.save(self.chain, progress, stepping, self.writer.as_mut()) {
+                self.error = Some(e);
+                return std::ops::ControlFlow::Break(());
+            }
         }
         std::ops::ControlFlow::Continue(())
     }
 }
 
+/// The budget left to a chain that already ran `seconds` (wall-clock and CPU budgets; the
+/// others count on from the checkpoint's counters).
+fn remaining_budget(budget: Budget, seconds: f64) -> Budget {
+    match budget {
+        Budget::WallClock(limit) => {
+            Budget::WallClock(limit.saturating_sub(std::time::Duration::from_secs_f64(seconds)))
+        }
+        Budget::ThreadCpuSeconds(limit) => Budget::ThreadCpuSeconds((limit - seconds).max(0.0)),
+        other => other,
+    }
+}
+
 fn run_chain(
-    settings: &RunSettings,
+    ctx: &ChainContext<'_>,
     c: usize,
     chain: Chain<'_>,
+    start: &ChainStart,
     mut rng: ChainRng,
     writer: Box<dyn ChainWriter + '_>,
-    progress: &dyn Progress,
-    stop: &AtomicBool,
 ) -> Result<ChainReport, RunError> {
+    let settings = ctx.settings;
     let Chain { mut kernel, init } = chain;
-    let start = Instant::now();
-    progress.chain_started(c, settings.budget.total_iterations(settings.burn_in));
+    let started = Instant::now();
+    ctx.progress
+        .chain_started(c, settings.budget.total_iterations(settings.burn_in));
     let sink_err = |source| RunError::Sink { chain: c, source };
+    let (done, seconds_before) = match start {
+        ChainStart::Fresh => {
+            kernel.start(&init, &mut rng);
+            (ChainProgress::default(), 0.0)
+        }
+        ChainStart::Resume(bytes) => {
+            let header = resume::decode(bytes, c, settings.seed, kernel.as_mut(), &mut rng)
+                .map_err(|source| RunError::Resume { chain: c, source })?;
+            (header.progress, header.seconds)
+        }
+    };
     let plan = ChainPlan {
-        budget: settings.budget,
+        budget: remaining_budget(settings.budget, seconds_before),
         burn_in: settings.burn_in,
         thin: settings.thin,
+    };
+    // Checkpoints if asked for and the kernel can save its state.
+    let (checkpointer, checkpoint_note) = match ctx.checkpoints {
+        None => (None, None),
+        Some(cp) => {
+            let mut probe = crate::checkpoint::StateWriter::new();
+            kernel.save_state(&mut probe);
+            match probe.finish() {
+                Ok(_) => (
+                    Some(Checkpointer {
+                        store: cp.store,
+                        schedule: resume::Schedule::new(cp.interval),
+                        seed: settings.seed,
+                        seconds_before,
+                        started,
+                        saved: 0,
+                    }),
+                    None,
+                ),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
     };
     let mut recorder = Recorder {
         chain: c,
         writer,
-        progress,
+        progress: ctx.progress,
         // Room for the first draws' statistics only: a budget may be far larger than the
         // draws a run keeps before it is stopped.
         statistics: Vec::with_capacity(match settings.budget {
             Budget::Iterations(n) => (n / settings.thin.max(1) + 1).min(DRAW_STATISTICS_RESERVE),
             _ => 0,
         }),
+        draws: done.draws,
+        checkpointer,
+        flushed: false,
+        error: None,
     };
-    let outcome = drive_kernel(kernel.as_mut(), &mut rng, &init, &plan, &mut recorder, stop)
-        .map_err(sink_err)?;
+    let mut stepping = Stepping {
+        kernel: kernel.as_mut(),
+        rng: &mut rng,
+    };
+    let outcome =
+        drive_from(&mut stepping, &plan, done, &mut recorder, ctx.stop).map_err(sink_err)?;
+    if let Some(e) = recorder.error.take() {
+        return Err(sink_err(e));
+    }
+    // The last checkpoint: where the chain ended (finished or interrupted), so that a resumed
+    // run goes on from there; a diverged chain keeps its last finite checkpoint.
+    if outcome.divergence.is_none()
+        && let Some(cp) = &mut recorder.checkpointer
+    {
+        let progress = ChainProgress {
+            iterations: outcome.iterations,
+            draws: outcome.draws,
+        };
+        cp.save(c, progress, &stepping, recorder.writer.as_mut())
+            .map_err(sink_err)?;
+    }
+    let checkpoints = recorder.checkpointer.as_ref().map_or(0, |cp| cp.saved);
     recorder.writer.finish().map_err(sink_err)?;
     let report = ChainReport {
         chain: c,
         iterations: outcome.iterations,
         draws: outcome.draws,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds: started.elapsed().as_secs_f64() + seconds_before,
         divergence: outcome.divergence,
         interrupted: outcome.interrupted,
         sampler_statistics: kernel.statistics(),
         draw_statistics: recorder.statistics,
+        checkpoints,
+        checkpoint_note,
     };
-    progress.chain_finished(c, &report);
+    ctx.progress.chain_finished(c, &report);
     Ok(report)
 }

@@ -100,7 +100,11 @@ impl Baoab {
     }
 }
 
+crate::persist_fields!(Baoab { v, state });
+
 impl Sampler for Baoab {
+    super::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "baoab"
     }

@@ -2,6 +2,7 @@
 //! estimator, [`SamplerKernel`], or minibatch MH), the unit the runner starts and steps.
 
 use super::{DrawStatistics, Sampler, SamplerStatistics};
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 use std::ops::DerefMut;
@@ -41,6 +42,17 @@ pub trait ChainKernel {
     /// The kernel's own counts for the run summary (an MH test's outcomes).
     fn statistics(&self) -> Option<SamplerStatistics> {
         None
+    }
+    /// Appends the kernel's whole state between steps to a checkpoint ([`crate::checkpoint`]);
+    /// with the chain's stream and counters, enough to continue exactly. Default: not
+    /// supported (the save fails).
+    fn save_state(&self, w: &mut StateWriter) {
+        w.unsupported("this kernel");
+    }
+    /// Restores what [`ChainKernel::save_state`] wrote, in place of a start. Default: not
+    /// supported.
+    fn load_state(&mut self, _r: &mut StateReader<'_>) -> Result<(), StateError> {
+        Err(StateError::Unsupported("this kernel".into()))
     }
 }
 
@@ -102,6 +114,21 @@ where
     }
     fn statistics(&self) -> Option<SamplerStatistics> {
         self.sampler.statistics()
+    }
+    /// The evaluation counters, the sampler's state and the estimator's.
+    fn save_state(&self, w: &mut StateWriter) {
+        w.nested(4);
+        w.field("counted", &self.counted);
+        w.field("per_step", &self.per_step);
+        w.field_with("sampler", |w| self.sampler.save_state(w));
+        w.field_with("estimator", |w| self.estimator.save_state(w));
+    }
+    fn load_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        r.nested(4)?;
+        r.field("counted", &mut self.counted)?;
+        r.field("per_step", &mut self.per_step)?;
+        r.field_with("sampler", |r| self.sampler.load_state(r))?;
+        r.field_with("estimator", |r| self.estimator.load_state(r))
     }
     fn draw_statistics(&self) -> DrawStatistics {
         DrawStatistics {

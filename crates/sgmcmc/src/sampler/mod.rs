@@ -31,6 +31,7 @@ pub use sgld::Sgld;
 pub use sgnht::{Sgnht, SgnhtSettings};
 pub use statistics::{DrawStatistics, MhStatistics, SamplerStatistics};
 
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 use rand::RngExt;
@@ -81,7 +82,36 @@ pub trait Sampler: Send {
     fn thermostat_value(&self) -> Option<f64> {
         None
     }
+
+    /// Appends the chain's state between iterations (θ, the cached score, momentum, thermostat,
+    /// preconditioner, counters; not the settings, which the run file fixes) to a checkpoint
+    /// ([`crate::checkpoint`]). Default: not supported (the save fails).
+    fn save_state(&self, w: &mut StateWriter) {
+        w.unsupported(self.name());
+    }
+
+    /// Restores what [`Sampler::save_state`] wrote. Default: not supported.
+    fn load_state(&mut self, _r: &mut StateReader<'_>) -> Result<(), StateError> {
+        Err(StateError::Unsupported(self.name().into()))
+    }
 }
+
+/// Implements [`Sampler::save_state`] and [`Sampler::load_state`] through the sampler's
+/// [`crate::checkpoint::Persist`] impl.
+macro_rules! state_through_persist {
+    () => {
+        fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
+            crate::checkpoint::Persist::save(self, w);
+        }
+        fn load_state(
+            &mut self,
+            r: &mut crate::checkpoint::StateReader<'_>,
+        ) -> Result<(), crate::checkpoint::StateError> {
+            crate::checkpoint::Persist::load(self, r)
+        }
+    };
+}
+pub(crate) use state_through_persist;
 
 /// A boxed sampler is a sampler (so [`Scheduled`] can wrap a `Box<dyn Sampler>`).
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
@@ -117,6 +147,14 @@ impl<S: Sampler + ?Sized> Sampler for Box<S> {
     #[inline]
     fn set_step_size(&mut self, step: f64) -> Result<(), SamplerError> {
         (**self).set_step_size(step)
+    }
+
+    fn save_state(&self, w: &mut StateWriter) {
+        (**self).save_state(w);
+    }
+
+    fn load_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        (**self).load_state(r)
     }
 
     fn statistics(&self) -> Option<SamplerStatistics> {
@@ -293,6 +331,8 @@ pub struct ChainState {
     /// ĝ(θₜ).
     pub grad: Vec<f64>,
 }
+
+crate::persist_fields!(ChainState { theta, grad });
 
 impl ChainState {
     /// Set θ ← `theta0` and compute the cached estimate.

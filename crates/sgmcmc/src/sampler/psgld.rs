@@ -113,7 +113,15 @@ impl Psgld {
     }
 }
 
+crate::persist_fields!(Psgld {
+    v,
+    iteration,
+    state
+});
+
 impl Sampler for Psgld {
+    super::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "psgld"
     }

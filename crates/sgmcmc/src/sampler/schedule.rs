@@ -226,6 +226,22 @@ impl<S: Sampler> Sampler for Scheduled<S> {
         self.inner.name()
     }
 
+    /// The iteration count (the next step's size follows from it) and the inner sampler's state.
+    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
+        w.nested(2);
+        w.field("t", &self.t);
+        w.field_with("inner", |w| self.inner.save_state(w));
+    }
+
+    fn load_state(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        r.nested(2)?;
+        r.field("t", &mut self.t)?;
+        r.field_with("inner", |r| self.inner.load_state(r))
+    }
+
     fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         self.t = 0;
         self.apply(1);

@@ -146,7 +146,11 @@ impl Sghmc {
     }
 }
 
+crate::persist_fields!(Sghmc { v, state });
+
 impl Sampler for Sghmc {
+    super::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "sghmc"
     }

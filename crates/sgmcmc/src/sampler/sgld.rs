@@ -37,7 +37,11 @@ impl Sgld {
     }
 }
 
+crate::persist_fields!(Sgld { state });
+
 impl Sampler for Sgld {
+    super::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "sgld"
     }

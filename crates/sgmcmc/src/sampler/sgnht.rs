@@ -96,7 +96,11 @@ impl Sgnht {
     }
 }
 
+crate::persist_fields!(Sgnht { v, alpha, state });
+
 impl Sampler for Sgnht {
+    super::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "sgnht"
     }

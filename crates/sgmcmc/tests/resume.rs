@@ -1,0 +1,242 @@
+//! Checkpoints and resume (issue 25): a chain resumed from any of its checkpoints makes
+//! exactly the draws, bit for bit, that the uninterrupted chain makes after that point, for
+//! every stochastic-gradient sampler (with a step schedule too), every gradient estimator and
+//! both minibatch schemes; a checkpoint of another chain or seed is refused; a kernel that
+//! cannot be checkpointed runs without checkpoints and says why.
+
+mod common;
+
+use common::{dataset, logistic_data};
+use sgmcmc::io::{MemorySink, SinkError};
+use sgmcmc::model::{Bernoulli, LogisticRegression, Model, NormalPrior};
+use sgmcmc::rng::ChainRng;
+use sgmcmc::runner::{
+    Budget, Chain, ChainStart, CheckpointStore, Checkpoints, NoProgress, RunError, RunReport,
+    RunSettings, checkpoint_header, run_resumable,
+};
+use sgmcmc::sampler::{Scheduled, StepSchedule};
+use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+fn model() -> LogisticRegression {
+    let (x, y) = logistic_data(11, 400, &[0.8, -0.5, 0.3], 0.1);
+    LogisticRegression::new(
+        dataset(x, 3, Some(y), false),
+        Bernoulli,
+        NormalPrior::new(10.0).unwrap(),
+        true,
+    )
+    .unwrap()
+}
+
+/// Every checkpoint of every chain, in the order taken.
+#[derive(Default)]
+struct Recorded(Mutex<Vec<(usize, Vec<u8>)>>);
+
+impl CheckpointStore for Recorded {
+    fn save(&self, chain: usize, checkpoint: &[u8]) -> Result<(), SinkError> {
+        self.0.lock().unwrap().push((chain, checkpoint.to_vec()));
+        Ok(())
+    }
+}
+
+const SETTINGS: RunSettings = RunSettings {
+    seed: 17,
+    chains: 2,
+    budget: Budget::Iterations(1500),
+    burn_in: 100,
+    thin: 3,
+};
+
+/// Runs `sampler` with `gradient` (about the centre `centre`; SGLD under a polynomial step
+/// schedule if `scheduled`), chain c starting as `starts[c]`, checkpointing into `store` every
+/// few iterations if given.
+fn run_with(
+    model: &dyn Model,
+    (sampler, scheduled): (&SamplerSettings, bool),
+    gradient: &EstimatorSettings,
+    centre: &[f64],
+    starts: &[ChainStart],
+    store: Option<&Recorded>,
+) -> (Result<RunReport, RunError>, Vec<Vec<f64>>) {
+    let sink = MemorySink::new(SETTINGS.chains, model.dim());
+    let checkpoints = store.map(|store| Checkpoints {
+        store,
+        interval: Duration::ZERO,
+    });
+    let report = run_resumable(
+        &SETTINGS,
+        |_, rng: &mut ChainRng| {
+            let mut init = vec![0.0; model.dim()];
+            sgmcmc::rng::fill_standard_normal(rng, &mut init);
+            if scheduled {
+                let schedule = StepSchedule::Polynomial {
+                    a: 1e-3,
+                    b: 10.0,
+                    gamma: 0.55,
+                };
+                let inner = Scheduled::new(sampler.build()?, schedule).unwrap();
+                return Ok(Chain::sampler(
+                    Box::new(inner),
+                    gradient.build(model, Some(centre))?,
+                    init,
+                ));
+            }
+            Ok(Chain {
+                kernel: sampler.build_chain(model, gradient, Some(centre))?,
+                init,
+            })
+        },
+        &sink,
+        &NoProgress,
+        &AtomicBool::new(false),
+        checkpoints.as_ref(),
+        starts,
+    );
+    (report, sink.into_chains())
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// For each case: the uninterrupted run's draws; then, from several of its checkpoints (a
+/// kill -9 leaves the last one), runs resumed from there whose draws are the rest of the
+/// uninterrupted run's, bit for bit. Break-once: the subsampler's index buffer not restored
+/// from its checkpoint made the uniform cases' resumed draws differ here.
+#[test]
+fn a_resumed_chain_continues_bit_for_bit() {
+    let model = model();
+    let centre = vec![0.1; model.dim()];
+    let samplers = [
+        "kind = \"sgld\"\nstep_size = 1e-3",
+        "scheduled",
+        "kind = \"psgld\"\nstep_size = 1e-4",
+        "kind = \"sghmc\"\nstep_size = 1e-4\ninner_steps = 2",
+        "kind = \"sgnht\"\nstep_size = 1e-4",
+        "kind = \"baoab\"\nstep_size = 1e-2\nfriction = 1.0",
+        "kind = \"badodab\"\nstep_size = 1e-2",
+    ];
+    let gradients = [
+        "estimator = \"minibatch\"\nbatch_size = 40",
+        "estimator = \"minibatch\"\nbatch_size = 40\nscheme = \"block\"",
+        "estimator = \"minibatch\"\nbatch_size = 40\nwith_replacement = true",
+        "estimator = \"control_variates\"\nbatch_size = 40",
+        "estimator = \"svrg\"\nbatch_size = 40\nupdate_rate = 7",
+        "estimator = \"full\"",
+    ];
+    let mut cases = 0;
+    for (i, s) in samplers.iter().enumerate() {
+        for (j, g) in gradients.iter().enumerate() {
+            // Every sampler with both minibatch schemes; every estimator with SGLD and BAOAB.
+            if j > 0 && !(i == 0 || i == 5) && j != 1 {
+                continue;
+            }
+            let scheduled = *s == "scheduled";
+            let text = if scheduled { samplers[0] } else { s };
+            let sampler: SamplerSettings = toml::from_str(text).unwrap();
+            let sampler = (&sampler, scheduled);
+            let gradient: EstimatorSettings = toml::from_str(g).unwrap();
+            let (report, full) = run_with(&model, sampler, &gradient, &centre, &[], None);
+            report.unwrap();
+            let store = Recorded::default();
+            let (report, again) = run_with(&model, sampler, &gradient, &centre, &[], Some(&store));
+            let report = report.unwrap();
+            assert_eq!(
+                bits(&full[0]),
+                bits(&again[0]),
+                "{s} / {g}: checkpoints change draws"
+            );
+            assert!(
+                report.chains.iter().all(|c| c.checkpoints > 20),
+                "{s} / {g}"
+            );
+            let saved = store.0.into_inner().unwrap();
+            // Resume chain 1 (chain 0 fresh) from its 3rd, middle and second-to-last checkpoints.
+            let of_chain_1: Vec<&Vec<u8>> = saved
+                .iter()
+                .filter(|(c, _)| *c == 1)
+                .map(|(_, b)| b)
+                .collect();
+            for k in [2, of_chain_1.len() / 2, of_chain_1.len() - 2] {
+                let bytes = of_chain_1[k];
+                let header = checkpoint_header(bytes).unwrap();
+                let starts = [ChainStart::Fresh, ChainStart::Resume(bytes.clone())];
+                let (report, resumed) =
+                    run_with(&model, sampler, &gradient, &centre, &starts, None);
+                let report = report.unwrap();
+                let d = model.dim();
+                let done = header.progress.draws * d;
+                assert_eq!(
+                    bits(&resumed[1]),
+                    bits(&full[1][done..]),
+                    "{s} / {g}: resumed from draw {} (iteration {})",
+                    header.progress.draws,
+                    header.progress.iterations
+                );
+                assert_eq!(bits(&resumed[0]), bits(&full[0]));
+                assert_eq!(report.chains[1].draws, full[1].len() / d);
+            }
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 7 + 7 + 2 * 4);
+}
+
+/// A checkpoint is the chain's own: another chain's or another seed's is refused, and so are
+/// damaged bytes; a kernel that cannot be checkpointed (minibatch MH) runs without
+/// checkpoints, saying why.
+#[test]
+fn a_foreign_or_damaged_checkpoint_is_refused() {
+    let model = model();
+    let centre = vec![0.0; model.dim()];
+    let sgld: SamplerSettings = toml::from_str("kind = \"sgld\"\nstep_size = 1e-3").unwrap();
+    let sampler = (&sgld, false);
+    let gradient: EstimatorSettings = toml::from_str("batch_size = 40").unwrap();
+    let store = Recorded::default();
+    run_with(&model, sampler, &gradient, &centre, &[], Some(&store))
+        .0
+        .unwrap();
+    let saved = store.0.into_inner().unwrap();
+    let of_chain_0 = saved.iter().find(|(c, _)| *c == 0).unwrap().1.clone();
+    let starts = [ChainStart::Fresh, ChainStart::Resume(of_chain_0.clone())];
+    let e = run_with(&model, sampler, &gradient, &centre, &starts, None)
+        .0
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(
+            "resuming chain 1: checkpoint: of chain 0 of a run with seed 17, not chain 1"
+        ),
+        "{e}"
+    );
+    let starts = [ChainStart::Resume(
+        of_chain_0[..of_chain_0.len() - 5].to_vec(),
+    )];
+    let e = run_with(&model, sampler, &gradient, &centre, &starts, None)
+        .0
+        .unwrap_err();
+    assert!(e.to_string().contains("truncated"), "{e}");
+    // Another sampler's checkpoint: the kernel's fields do not match.
+    let baoab: SamplerSettings =
+        toml::from_str("kind = \"baoab\"\nstep_size = 1e-2\nfriction = 1.0").unwrap();
+    let starts = [ChainStart::Resume(of_chain_0)];
+    let e = run_with(&model, (&baoab, false), &gradient, &centre, &starts, None)
+        .0
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("resuming chain 0: checkpoint:"),
+        "{e}"
+    );
+
+    let mh: SamplerSettings =
+        toml::from_str("kind = \"mh\"\nproposal = { kind = \"random_walk\", sd = 0.05 }").unwrap();
+    let store = Recorded::default();
+    let report = run_with(&model, (&mh, false), &gradient, &centre, &[], Some(&store))
+        .0
+        .unwrap();
+    assert!(store.0.into_inner().unwrap().is_empty());
+    let note = report.chains[0].checkpoint_note.as_deref().unwrap();
+    assert!(note.contains("cannot be checkpointed"), "{note}");
+}
