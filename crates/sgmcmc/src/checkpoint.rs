@@ -452,6 +452,23 @@ macro_rules! persist_fields {
     };
 }
 
+/// The `save_state`/`load_state` methods of a sampler, estimator or kernel trait, through the
+/// implementing type's [`Persist`] impl.
+macro_rules! state_through_persist {
+    () => {
+        fn save_state(&self, w: &mut $crate::checkpoint::StateWriter) {
+            $crate::checkpoint::Persist::save(self, w);
+        }
+        fn load_state(
+            &mut self,
+            r: &mut $crate::checkpoint::StateReader<'_>,
+        ) -> Result<(), $crate::checkpoint::StateError> {
+            $crate::checkpoint::Persist::load(self, r)
+        }
+    };
+}
+pub(crate) use state_through_persist;
+
 /// `value`'s state as bytes.
 pub fn to_bytes<T: Persist + ?Sized>(value: &T) -> Result<Vec<u8>, StateError> {
     let mut w = StateWriter::new();

@@ -133,15 +133,8 @@ crate::persist_fields!(ControlVariates<'_> {
 });
 
 impl GradientEstimator for ControlVariates<'_> {
-    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
-        crate::checkpoint::Persist::save(self, w);
-    }
-    fn load_state(
-        &mut self,
-        r: &mut crate::checkpoint::StateReader<'_>,
-    ) -> Result<(), crate::checkpoint::StateError> {
-        crate::checkpoint::Persist::load(self, r)
-    }
+    crate::checkpoint::state_through_persist!();
+
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
         out.copy_from_slice(&self.centre_lik_score);

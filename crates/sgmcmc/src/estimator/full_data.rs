@@ -145,15 +145,8 @@ impl<'m> FullBatch<'m> {
 crate::persist_fields!(FullBatch<'_> {});
 
 impl GradientEstimator for FullBatch<'_> {
-    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
-        crate::checkpoint::Persist::save(self, w);
-    }
-    fn load_state(
-        &mut self,
-        r: &mut crate::checkpoint::StateReader<'_>,
-    ) -> Result<(), crate::checkpoint::StateError> {
-        crate::checkpoint::Persist::load(self, r)
-    }
+    crate::checkpoint::state_through_persist!();
+
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], _rng: &mut ChainRng) {
         self.eval.grad_log_posterior(theta, out);
     }

@@ -57,15 +57,8 @@ impl<'m> Minibatch<'m> {
 crate::persist_fields!(Minibatch<'_> { subsampler });
 
 impl GradientEstimator for Minibatch<'_> {
-    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
-        crate::checkpoint::Persist::save(self, w);
-    }
-    fn load_state(
-        &mut self,
-        r: &mut crate::checkpoint::StateReader<'_>,
-    ) -> Result<(), crate::checkpoint::StateError> {
-        crate::checkpoint::Persist::load(self, r)
-    }
+    crate::checkpoint::state_through_persist!();
+
     #[inline]
     fn estimate(&mut self, theta: &[f64], out: &mut [f64], rng: &mut ChainRng) {
         if let Some(full) = &mut self.full {

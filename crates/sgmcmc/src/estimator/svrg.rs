@@ -101,15 +101,8 @@ crate::persist_fields!(Svrg<'_> {
 });
 
 impl GradientEstimator for Svrg<'_> {
-    fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
-        crate::checkpoint::Persist::save(self, w);
-    }
-    fn load_state(
-        &mut self,
-        r: &mut crate::checkpoint::StateReader<'_>,
-    ) -> Result<(), crate::checkpoint::StateError> {
-        crate::checkpoint::Persist::load(self, r)
-    }
+    crate::checkpoint::state_through_persist!();
+
     /// At calls i ≡ 0 (mod r) the centre moves to θ and the estimate is the full-data score G
     /// itself (bit for bit); otherwise it is the control-variate estimate about the centre.
     #[inline]

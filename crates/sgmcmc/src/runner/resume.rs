@@ -75,7 +75,11 @@ pub(super) fn encode(
 
 /// The header of a checkpoint (what chain, how far), without restoring anything.
 pub fn checkpoint_header(bytes: &[u8]) -> Result<CheckpointHeader, StateError> {
-    let mut r = StateReader::new(bytes);
+    read_header(&mut StateReader::new(bytes))
+}
+
+/// Reads the fields [`encode`] writes before the stream.
+fn read_header(r: &mut StateReader<'_>) -> Result<CheckpointHeader, StateError> {
     let mut format = 0u64;
     r.field("format", &mut format)?;
     if format != FORMAT {
@@ -107,30 +111,13 @@ pub(super) fn decode(
     rng: &mut ChainRng,
 ) -> Result<CheckpointHeader, StateError> {
     let mut r = StateReader::new(bytes);
-    let mut format = 0u64;
-    r.field("format", &mut format)?;
-    if format != FORMAT {
-        return Err(StateError::Invalid(format!(
-            "format {format}, this version reads format {FORMAT}"
-        )));
-    }
-    let mut header = CheckpointHeader {
-        chain: 0,
-        seed: 0,
-        progress: ChainProgress::default(),
-        seconds: 0.0,
-    };
-    r.field("chain", &mut header.chain)?;
-    r.field("seed", &mut header.seed)?;
+    let header = read_header(&mut r)?;
     if (header.chain, header.seed) != (chain, seed) {
         return Err(StateError::Invalid(format!(
             "of chain {} of a run with seed {}, not chain {chain} of a run with seed {seed}",
             header.chain, header.seed
         )));
     }
-    r.field("iterations", &mut header.progress.iterations)?;
-    r.field("draws", &mut header.progress.draws)?;
-    r.field("seconds", &mut header.seconds)?;
     r.field("rng", rng)?;
     r.field_with("kernel", |r| kernel.load_state(r))?;
     r.finish()?;

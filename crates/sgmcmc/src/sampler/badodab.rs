@@ -126,7 +126,7 @@ impl Badodab {
 crate::persist_fields!(Badodab { v, alpha, state });
 
 impl Sampler for Badodab {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "badodab"

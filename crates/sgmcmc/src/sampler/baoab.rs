@@ -103,7 +103,7 @@ impl Baoab {
 crate::persist_fields!(Baoab { v, state });
 
 impl Sampler for Baoab {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "baoab"

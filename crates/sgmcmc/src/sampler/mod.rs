@@ -96,23 +96,6 @@ pub trait Sampler: Send {
     }
 }
 
-/// Implements [`Sampler::save_state`] and [`Sampler::load_state`] through the sampler's
-/// [`crate::checkpoint::Persist`] impl.
-macro_rules! state_through_persist {
-    () => {
-        fn save_state(&self, w: &mut crate::checkpoint::StateWriter) {
-            crate::checkpoint::Persist::save(self, w);
-        }
-        fn load_state(
-            &mut self,
-            r: &mut crate::checkpoint::StateReader<'_>,
-        ) -> Result<(), crate::checkpoint::StateError> {
-            crate::checkpoint::Persist::load(self, r)
-        }
-    };
-}
-pub(crate) use state_through_persist;
-
 /// A boxed sampler is a sampler (so [`Scheduled`] can wrap a `Box<dyn Sampler>`).
 impl<S: Sampler + ?Sized> Sampler for Box<S> {
     fn name(&self) -> &'static str {

@@ -120,7 +120,7 @@ crate::persist_fields!(Psgld {
 });
 
 impl Sampler for Psgld {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "psgld"

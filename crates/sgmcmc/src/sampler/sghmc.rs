@@ -149,7 +149,7 @@ impl Sghmc {
 crate::persist_fields!(Sghmc { v, state });
 
 impl Sampler for Sghmc {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "sghmc"

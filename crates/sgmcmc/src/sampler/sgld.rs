@@ -40,7 +40,7 @@ impl Sgld {
 crate::persist_fields!(Sgld { state });
 
 impl Sampler for Sgld {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "sgld"

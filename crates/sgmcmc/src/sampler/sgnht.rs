@@ -99,7 +99,7 @@ impl Sgnht {
 crate::persist_fields!(Sgnht { v, alpha, state });
 
 impl Sampler for Sgnht {
-    super::state_through_persist!();
+    crate::checkpoint::state_through_persist!();
 
     fn name(&self) -> &'static str {
         "sgnht"
