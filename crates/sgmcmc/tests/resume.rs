@@ -59,13 +59,10 @@ fn run_with(
     gradient: &EstimatorSettings,
     centre: &[f64],
     starts: &[ChainStart],
-    store: Option<&Recorded>,
+    store: Option<(&Recorded, Duration)>,
 ) -> (Result<RunReport, RunError>, Vec<Vec<f64>>) {
     let sink = MemorySink::new(SETTINGS.chains, model.dim());
-    let checkpoints = store.map(|store| Checkpoints {
-        store,
-        interval: Duration::ZERO,
-    });
+    let checkpoints = store.map(|(store, interval)| Checkpoints { store, interval });
     let report = run_resumable(
         &SETTINGS,
         |_, rng: &mut ChainRng| {
@@ -142,7 +139,14 @@ fn a_resumed_chain_continues_bit_for_bit() {
             let (report, full) = run_with(&model, sampler, &gradient, &centre, &[], None);
             report.unwrap();
             let store = Recorded::default();
-            let (report, again) = run_with(&model, sampler, &gradient, &centre, &[], Some(&store));
+            let (report, again) = run_with(
+                &model,
+                sampler,
+                &gradient,
+                &centre,
+                &[],
+                Some((&store, Duration::ZERO)),
+            );
             let report = report.unwrap();
             assert_eq!(
                 bits(&full[0]),
@@ -196,9 +200,16 @@ fn a_foreign_or_damaged_checkpoint_is_refused() {
     let sampler = (&sgld, false);
     let gradient: EstimatorSettings = toml::from_str("batch_size = 40").unwrap();
     let store = Recorded::default();
-    run_with(&model, sampler, &gradient, &centre, &[], Some(&store))
-        .0
-        .unwrap();
+    run_with(
+        &model,
+        sampler,
+        &gradient,
+        &centre,
+        &[],
+        Some((&store, Duration::ZERO)),
+    )
+    .0
+    .unwrap();
     let saved = store.0.into_inner().unwrap();
     let of_chain_0 = saved.iter().find(|(c, _)| *c == 0).unwrap().1.clone();
     let starts = [ChainStart::Fresh, ChainStart::Resume(of_chain_0.clone())];
@@ -233,10 +244,50 @@ fn a_foreign_or_damaged_checkpoint_is_refused() {
     let mh: SamplerSettings =
         toml::from_str("kind = \"mh\"\nproposal = { kind = \"random_walk\", sd = 0.05 }").unwrap();
     let store = Recorded::default();
-    let report = run_with(&model, (&mh, false), &gradient, &centre, &[], Some(&store))
-        .0
-        .unwrap();
+    let report = run_with(
+        &model,
+        (&mh, false),
+        &gradient,
+        &centre,
+        &[],
+        Some((&store, Duration::ZERO)),
+    )
+    .0
+    .unwrap();
     assert!(store.0.into_inner().unwrap().is_empty());
     let note = report.chains[0].checkpoint_note.as_deref().unwrap();
     assert!(note.contains("cannot be checkpointed"), "{note}");
+}
+
+/// Into memory (a writer that holds nothing back) checkpoints follow the interval alone: with
+/// an hour's interval, each chain saves only its last (break-once: a checkpoint at every kept
+/// draw, as a writer with nothing pending once triggered, gave 501 per chain).
+#[test]
+fn a_memory_run_checkpoints_by_the_interval_alone() {
+    let model = model();
+    let sgld: SamplerSettings = toml::from_str("kind = \"sgld\"\nstep_size = 1e-3").unwrap();
+    let gradient: EstimatorSettings = toml::from_str("batch_size = 40").unwrap();
+    let store = Recorded::default();
+    let report = run_with(
+        &model,
+        (&sgld, false),
+        &gradient,
+        &[0.0; 4],
+        &[],
+        Some((&store, Duration::from_secs(3600))),
+    )
+    .0
+    .unwrap();
+    assert!(
+        report.chains.iter().all(|c| c.checkpoints == 1),
+        "{:?}",
+        report
+            .chains
+            .iter()
+            .map(|c| c.checkpoints)
+            .collect::<Vec<_>>()
+    );
+    let last = checkpoint_header(&store.0.into_inner().unwrap()[0].1).unwrap();
+    assert_eq!(last.progress.iterations, 1600);
+    assert_eq!(last.progress.draws, 500);
 }

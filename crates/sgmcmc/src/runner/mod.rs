@@ -394,9 +394,11 @@ struct Recorder<'w> {
 impl ChainObserver<Stepping<'_, '_>> for Recorder<'_> {
     fn kept(&mut self, stepping: &Stepping<'_, '_>) -> Result<(), SinkError> {
         self.statistics.push(stepping.kernel.draw_statistics());
+        let held = self.writer.pending();
         self.writer.push(stepping.kernel.position())?;
         self.draws += 1;
-        self.flushed = self.writer.pending() == 0;
+        // A chunk went out (a writer that holds nothing back, such as memory, never triggers).
+        self.flushed = held > 0 && self.writer.pending() == 0;
         Ok(())
     }
 
