@@ -330,29 +330,23 @@ impl Persist for Vec<f64> {
     }
 }
 
-impl Persist for Vec<u32> {
-    fn save(&self, w: &mut StateWriter) {
-        w.u32s(self.iter().copied());
-    }
-    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
-        let values = r.u32s()?;
-        self.clear();
-        self.extend(values);
-        Ok(())
-    }
+/// u32 sequences (index buffers, block offsets): a restored one takes the stored length.
+macro_rules! persist_u32s {
+    ($($ty:ty),*) => {$(
+        impl Persist for $ty {
+            fn save(&self, w: &mut StateWriter) {
+                w.u32s(self.iter().copied());
+            }
+            fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+                let values = r.u32s()?;
+                self.clear();
+                self.extend(values);
+                Ok(())
+            }
+        }
+    )*};
 }
-
-impl Persist for VecDeque<u32> {
-    fn save(&self, w: &mut StateWriter) {
-        w.u32s(self.iter().copied());
-    }
-    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
-        let values = r.u32s()?;
-        self.clear();
-        self.extend(values);
-        Ok(())
-    }
-}
+persist_u32s!(Vec<u32>, VecDeque<u32>);
 
 /// The generator's four state words ([`ChainRng::state`]), restored exactly.
 impl Persist for ChainRng {
