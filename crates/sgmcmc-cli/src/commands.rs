@@ -230,7 +230,7 @@ fn execute_resolved(
     cfg: &Config,
     prepared: &pipeline::Prepared,
     resolved: Option<pipeline::default_path::Resolved>,
-    zarr: Option<&Path>,
+    output: Option<&pipeline::RunOutput>,
 ) -> Result<(Outcome, Vec<Vec<f64>>)> {
     pipeline::check_run(cfg, prepared.model())?;
     let settings = pipeline::run_settings(cfg)?;
@@ -248,7 +248,7 @@ fn execute_resolved(
         cfg,
         prepared,
         resolved,
-        zarr,
+        output,
         progress.as_ref(),
         &STOP,
     )?)
@@ -365,8 +365,10 @@ pub fn demo(
         cfg.run.thin
     );
     let (cfg, resolved) = resolve(cfg, model)?;
-    let zarr = dir.as_ref().map(|d| d.join("draws.zarr"));
-    let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, zarr.as_deref())?;
+    let output = dir
+        .as_ref()
+        .map(|d| pipeline::RunOutput::draws_only(d.join("draws.zarr")));
+    let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, output.as_ref())?;
     let written = match &dir {
         Some(dir) => write_outputs(dir, "sgmcmc demo", &outcome, &chains, &cfg, model)?,
         None => Vec::new(),
@@ -385,16 +387,40 @@ pub fn demo(
 /// path (`pipeline::default_path`): MAP, Laplace preconditioner, control variates where they
 /// pay, MAMBA's step; what it chose is printed and written to summary.json.
 pub fn run(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
-    let cfg = Config::from_file(config)?;
+    let given = Config::from_file(config)?;
     // Data (without the held-out test rows), model, test split and reference.
-    let prepared = pipeline::prepare(&cfg)?;
+    let prepared = pipeline::prepare(&given)?;
     let model = prepared.model();
-    let (cfg, resolved) = resolve(cfg, model)?;
-    // Validate every setting before creating output.
-    pipeline::check_run(&cfg, model)?;
-    let dir = RunDirectory::open(out, existing)?;
-    let zarr = dir.join("draws.zarr");
-    let (outcome, chains) = execute_resolved(&cfg, &prepared, resolved, Some(&zarr))?;
+    let resume = existing == ExistingRun::Resume;
+    let (cfg, resolved, recorded_choices, dir) = if resume {
+        // The run as it was resolved when it started (MAMBA's timed choice is not made again;
+        // the MAP and preconditioner are found again, deterministically).
+        let dir = RunDirectory::open(out, existing)?;
+        let (cfg, report) = pipeline::recorded_run(&dir, &given, model)?;
+        outln!(
+            "continuing the run in {} from its checkpoints",
+            out.display()
+        );
+        (cfg, None, report, dir)
+    } else {
+        let (cfg, resolved) = resolve(given.clone(), model)?;
+        // Validate every setting before creating output.
+        pipeline::check_run(&cfg, model)?;
+        let dir = RunDirectory::open(out, existing)?;
+        pipeline::record_run(
+            &dir,
+            &given,
+            model,
+            &cfg,
+            resolved.as_ref().map(|r| &r.report),
+        )?;
+        (cfg, resolved, None, dir)
+    };
+    let output = pipeline::RunOutput::in_directory(&dir, resume);
+    let (mut outcome, chains) = execute_resolved(&cfg, &prepared, resolved, Some(&output))?;
+    if recorded_choices.is_some() {
+        outcome.default_path = recorded_choices;
+    }
     let written = write_outputs(
         &dir,
         &format!("sgmcmc run {}", config.display()),
@@ -566,7 +592,8 @@ pub fn reference(
         settings.seed
     );
     let progress = auto_progress(settings.chains, Some(settings.warmup + settings.draws));
-    let result = reference::run_nuts(model.as_ref(), &settings, progress.as_ref())?;
+    install_interrupt_handler();
+    let result = reference::run_nuts_until(model.as_ref(), &settings, progress.as_ref(), &STOP)?;
     drop(progress);
     let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
     let extra: Vec<(&str, &[f64])> = laplace_sd
@@ -608,15 +635,24 @@ pub fn reference(
     }
     result.moments.save(out)?;
     outln!("reference: {}", out.display());
+    if result.interrupted {
+        anyhow::bail!(
+            "interrupted: the reference was written from the {} draws per chain made so far (of {})",
+            result.moments.draws_per_chain,
+            settings.draws
+        );
+    }
     Ok(())
 }
 
-/// `sgmcmc ksd DRAWS --config CONFIG [--thin K] [--fssd] [--json FILE]`: read the stored draws,
-/// compute full-batch scores at every K-th draw of each chain (reference §4.6), and report the
-/// KSD (and FSSD-opt) of the pooled thinned draws.
+/// `sgmcmc ksd DRAWS --config CONFIG [--variable NAME[,NAME...]] [--thin K] [--fssd]
+/// [--json FILE]`: read the stored draws (of `variables`, side by side; by default `theta` or
+/// the posterior's only variable), compute full-batch scores at every K-th draw of each chain
+/// (reference §4.6), and report the KSD (and FSSD-opt) of the pooled thinned draws.
 pub fn ksd(
     draws_path: &Path,
     config: &Path,
+    variables: &[String],
     thin: usize,
     fssd: bool,
     json: Option<&Path>,
@@ -628,7 +664,26 @@ pub fn ksd(
             .with_context(|| format!("--json {}", path.display()))?;
     }
     let cfg = Config::from_file(config)?;
-    let stored = sgmcmc::io::read_draws(draws_path, "theta")?;
+    let variables = if variables.is_empty() {
+        let found = sgmcmc::io::posterior_variables(draws_path)?;
+        match sgmcmc::io::default_variable(&found) {
+            Some(name) => vec![name.to_string()],
+            None if found.is_empty() => anyhow::bail!(
+                "{}: the posterior group has no variable of shape (chain, draw, ...)",
+                draws_path.display()
+            ),
+            None => anyhow::bail!(
+                "{}: the posterior group has no variable theta but {} others ({}); \
+                 choose with --variable NAME[,NAME...]",
+                draws_path.display(),
+                found.len(),
+                found.join(", ")
+            ),
+        }
+    } else {
+        variables.to_vec()
+    };
+    let stored = sgmcmc::io::read_posterior(draws_path, &variables)?;
     anyhow::ensure!(
         !stored.is_empty(),
         "{} holds no draws",
@@ -694,6 +749,7 @@ pub fn ksd(
     if let Some(path) = json {
         let value = serde_json::json!({
             "draws_path": draws_path.display().to_string(),
+            "variables": variables,
             "config": config.display().to_string(),
             "thin": thin,
             "score_seconds": score_seconds,

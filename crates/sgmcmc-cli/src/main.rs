@@ -41,12 +41,16 @@ enum Command {
     Run {
         /// The run file.
         config: PathBuf,
-        /// Output directory for draws.zarr and summary.json.
+        /// Output directory for draws.zarr, summary.json and the chains' checkpoints.
         #[arg(long, default_value = "out")]
         out: PathBuf,
         /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "resume")]
         overwrite: bool,
+        /// Continue the run in --out (killed, or stopped by Ctrl-C or SIGTERM) from its chains'
+        /// checkpoints, with the same run file: the draws are those of an uninterrupted run.
+        #[arg(long)]
+        resume: bool,
     },
     /// Coreset MCMC (Hot DoG by default) on a coreset run file ([data], [model], [coreset]; see examples/coreset_gaussian.toml): trains the weights, then keeps draws from the coreset posterior.
     Coreset {
@@ -87,11 +91,18 @@ enum Command {
     /// Stein discrepancies of stored draws: KSD (IMQ, c = 1, β = −1/2) with full-batch scores at
     /// every K-th draw of each chain, and optionally FSSD-opt.
     Ksd {
-        /// The draws: the Zarr store `sgmcmc run --out DIR` wrote (DIR/draws.zarr).
+        /// The draws: the Zarr store `sgmcmc run --out DIR` wrote (DIR/draws.zarr), or one that
+        /// ArviZ wrote (`idata.to_zarr(path)`; Zarr v2 or v3, zstd, gzip, blosc or no
+        /// compression, float32 or float64).
         draws: PathBuf,
         /// The run file of the model the draws target.
         #[arg(long)]
         config: PathBuf,
+        /// The posterior variables holding the draws, their parameters side by side in this
+        /// order; each (chain, draw) or (chain, draw, k, ...). Default: theta if present, else the
+        /// posterior's only variable.
+        #[arg(long, value_name = "NAME[,NAME...]", value_delimiter = ',')]
+        variable: Vec<String>,
         /// Keep every K-th draw of each chain (MAMBA's default is 10).
         #[arg(long, default_value_t = 10)]
         thin: usize,
@@ -177,7 +188,16 @@ fn main() -> ExitCode {
             config,
             out,
             overwrite,
-        } => commands::run(&config, &out, existing(overwrite)),
+            resume,
+        } => commands::run(
+            &config,
+            &out,
+            if resume {
+                sgmcmc::io::ExistingRun::Resume
+            } else {
+                existing(overwrite)
+            },
+        ),
         Command::Coreset {
             config,
             out,
@@ -195,10 +215,11 @@ fn main() -> ExitCode {
         Command::Ksd {
             draws,
             config,
+            variable,
             thin,
             fssd,
             json,
-        } => commands::ksd(&draws, &config, thin, fssd, json.as_deref()),
+        } => commands::ksd(&draws, &config, &variable, thin, fssd, json.as_deref()),
         Command::Tune {
             config,
             method,

@@ -98,7 +98,10 @@ enum Output {
 /// What to do with the model.
 #[derive(Debug, Clone)]
 enum Job {
-    Sample,
+    Sample {
+        /// Continue the run in the output directory from its checkpoints.
+        resume: bool,
+    },
     Tune(pipeline::TuneMethod),
     /// The NUTS reference of the full-data posterior.
     Reference(sgmcmc::reference::NutsSettings),
@@ -159,7 +162,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false, resume=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -175,11 +178,12 @@ pub fn start_run(
     nuts: Option<(usize, usize, usize, bool)>,
     coreset: Option<&str>,
     overwrite: bool,
+    resume: bool,
 ) -> PyResult<RunHandle> {
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     let job = match job {
-        "sample" => Job::Sample,
+        "sample" => Job::Sample { resume },
         "coreset" => {
             let file = serde_json::from_str(coreset.unwrap_or("{}"))
                 .map_err(|e| SgmcmcError::new_err(format!("coreset settings: {e}")))?;
@@ -233,10 +237,15 @@ pub fn start_run(
     };
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     // The output directory is held (locked) from here until the run's thread ends.
-    let existing = if overwrite {
-        ExistingRun::Overwrite
-    } else {
-        ExistingRun::Refuse
+    if resume && (overwrite || out.is_none() || !matches!(job, Job::Sample { .. })) {
+        return Err(SgmcmcError::new_err(
+            "resume=True continues a sample() run in `out`: give `out`, and not overwrite=True",
+        ));
+    }
+    let existing = match (overwrite, resume) {
+        (true, _) => ExistingRun::Overwrite,
+        (false, true) => ExistingRun::Resume,
+        (false, false) => ExistingRun::Refuse,
     };
     let out = out
         .map(|dir| RunDirectory::open(&dir, existing))
@@ -384,7 +393,7 @@ fn execute(
 ) -> Result<Output, Failure> {
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
     let prepared = prepared.map_err(text)?;
-    match job {
+    let resume = match job {
         Job::Tune(method) => return tune(&cfg, &prepared, method, shared),
         Job::Stein {
             chains,
@@ -403,28 +412,58 @@ fn execute(
         }
         Job::Reference(settings) => return reference(&prepared, &settings, shared),
         Job::Coreset(_) => unreachable!("run_source runs coreset jobs before preparing a run"),
-        Job::Sample => {}
-    }
+        Job::Sample { resume } => resume,
+    };
     let model = prepared.model();
-    if default_path::takes_default_path(&cfg) {
-        shared.say(
-            "default path (no sampler given): MAP, Laplace preconditioner, gradient, then MAMBA's step",
-        );
-    }
-    let (cfg, resolved) = default_path::resolve_if_needed(cfg, model).map_err(text)?;
-    for line in resolved.iter().flat_map(|r| &r.report.choices) {
-        shared.say(format!("  {line}"));
-    }
-    let zarr = out.as_ref().map(|dir| dir.join("draws.zarr"));
-    let (outcome, draws) = pipeline::execute_resolved(
+    let (cfg, resolved, recorded_choices) = match (&out, resume) {
+        (Some(dir), true) => {
+            // The run as resolved when it started; its chains go on from their checkpoints.
+            let (resolved_cfg, report) = pipeline::recorded_run(dir, &cfg, model).map_err(text)?;
+            shared.say(format!(
+                "continuing the run in {} from its checkpoints",
+                dir.path().display()
+            ));
+            (resolved_cfg, None, report)
+        }
+        _ => {
+            if default_path::takes_default_path(&cfg) {
+                shared.say(
+                    "default path (no sampler given): MAP, Laplace preconditioner, gradient, then MAMBA's step",
+                );
+            }
+            let given = cfg.clone();
+            let (cfg, resolved) = default_path::resolve_if_needed(cfg, model).map_err(text)?;
+            for line in resolved.iter().flat_map(|r| &r.report.choices) {
+                shared.say(format!("  {line}"));
+            }
+            if let Some(dir) = &out {
+                pipeline::record_run(
+                    dir,
+                    &given,
+                    model,
+                    &cfg,
+                    resolved.as_ref().map(|r| &r.report),
+                )
+                .map_err(text)?;
+            }
+            (cfg, resolved, None)
+        }
+    };
+    let output = out
+        .as_ref()
+        .map(|dir| pipeline::RunOutput::in_directory(dir, resume));
+    let (mut outcome, draws) = pipeline::execute_resolved(
         &cfg,
         &prepared,
         resolved,
-        zarr.as_deref(),
+        output.as_ref(),
         &shared.progress,
         &shared.stop,
     )
     .map_err(text)?;
+    if recorded_choices.is_some() {
+        outcome.default_path = recorded_choices;
+    }
     if let Some(check) = &outcome.bias_check {
         shared.say(check.describe());
     }
@@ -517,7 +556,7 @@ fn reference(
     shared: &Shared,
 ) -> Result<Output, Failure> {
     let model = prepared.model();
-    let result = sgmcmc::reference::run_nuts(model, settings, &shared.progress)
+    let result = sgmcmc::reference::run_nuts_until(model, settings, &shared.progress, &shared.stop)
         .map_err(|e| Failure::Message(e.to_string()))?;
     if result.divergences() > 0 {
         shared.say(format!(
@@ -538,6 +577,7 @@ fn reference(
         "chains": settings.chains,
         "summarised_chains": (0..settings.chains).collect::<Vec<_>>(),
         "parameters": result.parameters,
+        "interrupted": result.interrupted,
     });
     Ok(Output::Draws {
         draws: result.draws,

@@ -42,3 +42,40 @@ def test_sigint_returns_the_draws_so_far() -> None:
     assert int(kept) > 100, out
     assert finite == "True"
     assert lines["warned"] == "True"
+
+
+REFERENCE = """
+import warnings
+import numpy as np
+import sgmcmc
+rng = np.random.default_rng(0)
+x = rng.standard_normal((20_000, 3))
+y = (rng.random(20_000) < 0.5).astype(float)
+print("ready", flush=True)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    idata = sgmcmc.reference(
+        sgmcmc.models.Logistic(x, y), chains=2, warmup=100, draws=10_000_000, progress=False
+    )
+draws = idata.posterior["theta"].values
+print("draws", draws.shape[1], bool(np.isfinite(draws).all()), flush=True)
+print("warned", any("interrupted" in str(w.message) for w in caught), flush=True)
+"""
+
+
+def test_sigint_during_reference_returns_the_draws_so_far() -> None:
+    """Before, NUTS could not be stopped: the Ctrl-C was raised and the draws were lost."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REFERENCE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(4.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = dict(line.split(" ", 1) for line in out.strip().splitlines())
+    kept, finite = lines["draws"].split()
+    assert 0 < int(kept) < 10_000_000, out
+    assert finite == "True"
+    assert lines["warned"] == "True"

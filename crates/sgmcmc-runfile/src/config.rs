@@ -681,6 +681,18 @@ pub struct RunConfig {
     /// draws against the posterior); on by default, skipped above D = 5,000.
     #[serde(default = "default_true")]
     pub bias_check: bool,
+    /// The longest time, in seconds, between two checkpoints of a chain that writes to an
+    /// output directory (each chunk of draws written is one too): a killed run loses at most
+    /// this much sampling, and `--resume` continues it.
+    #[serde(default = "default_checkpoint_seconds")]
+    pub checkpoint_seconds: f64,
+}
+
+/// Default of `[run] checkpoint_seconds`.
+pub const DEFAULT_CHECKPOINT_SECONDS: f64 = 5.0;
+
+fn default_checkpoint_seconds() -> f64 {
+    DEFAULT_CHECKPOINT_SECONDS
 }
 
 /// `[run] preconditioner`.
@@ -740,6 +752,7 @@ impl Default for RunConfig {
             summary: true,
             preconditioner: PreconditionerChoice::Auto,
             bias_check: true,
+            checkpoint_seconds: DEFAULT_CHECKPOINT_SECONDS,
         }
     }
 }

@@ -11,7 +11,8 @@ use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
 use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::EstimatorError;
 use sgmcmc::io::{
-    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
+    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, read_draw_statistics,
+    summarize_parameters,
 };
 use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
@@ -26,9 +27,10 @@ use sgmcmc::precondition::{
 };
 use sgmcmc::reference::{LaplaceApproximation, diagonal_curvature, laplace_at};
 use sgmcmc::runner::{
-    self, Budget, Chain, ChainKernel, Progress, RunError, RunReport, RunSettings, SamplerKernel,
+    self, Budget, Chain, ChainKernel, ChainStart, Progress, RunError, RunReport, RunSettings,
+    SamplerKernel, checkpoint_header,
 };
-use sgmcmc::sampler::{Sampler, SamplerError, Scheduled, StepSchedule};
+use sgmcmc::sampler::{DrawStatistics, Sampler, SamplerError, Scheduled, StepSchedule};
 use sgmcmc::settings::{SamplerSettings, SettingsError};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -37,6 +39,7 @@ use std::time::Duration;
 mod coreset;
 pub mod default_path;
 mod evaluation;
+pub mod resume;
 mod tune;
 
 pub use coreset::{CoresetModel, CoresetOutcome, run_coreset, run_coreset_file};
@@ -46,6 +49,7 @@ pub use evaluation::{
     RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, prepare_model,
     split_dataset, test_rows, thin_pooled,
 };
+pub use resume::{RunOutput, record_run, recorded_run};
 pub use tune::{TuneMethod, TuneSession, Tuned, tune_budget, tune_metric, winner_config};
 
 /// Anything that stops a run, as one line.
@@ -685,6 +689,12 @@ pub fn run_settings(cfg: &Config) -> Result<RunSettings, PipelineError> {
             "[run] thin must be at least 1".into(),
         ));
     }
+    if !(r.checkpoint_seconds.is_finite() && r.checkpoint_seconds > 0.0) {
+        return Err(PipelineError::RunFile(format!(
+            "[run] checkpoint_seconds must be > 0, got {}",
+            r.checkpoint_seconds
+        )));
+    }
     if let Budget::Iterations(n) = budget
         && n < r.thin
     {
@@ -821,6 +831,9 @@ pub struct Outcome {
     /// What the default path chose, when the run file had no `[sampler]` table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_path: Option<DefaultPathReport>,
+    /// When the run continued an earlier one (`--resume`): the draws each chain had then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_draws: Option<Vec<usize>>,
 }
 
 /// The bias check's result, or why there is none.
@@ -874,10 +887,11 @@ pub fn execute(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<Outcome, PipelineError> {
+    let output = zarr_path.map(|p| RunOutput::draws_only(p.to_path_buf()));
     execute_keeping_draws(
         cfg,
         model,
-        zarr_path,
+        output.as_ref(),
         None,
         Known::default(),
         progress,
@@ -931,9 +945,24 @@ pub fn execute_prepared_with_sink(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
+    let output = zarr_path.map(|p| RunOutput::draws_only(p.to_path_buf()));
+    execute_prepared_into(cfg, prepared, output.as_ref(), extra, known, progress, stop)
+}
+
+/// [`execute_prepared_with_sink`] into `output` (draws, and checkpoints if it has a folder for
+/// them; continuing an earlier run if it says so).
+fn execute_prepared_into(
+    cfg: &Config,
+    prepared: &Prepared,
+    output: Option<&RunOutput>,
+    extra: Option<&dyn DrawSink>,
+    known: Known<'_>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
     let model = prepared.model();
     let (mut outcome, chains) =
-        execute_keeping_draws(cfg, model, zarr_path, extra, known, progress, stop)?;
+        execute_keeping_draws(cfg, model, output, extra, known, progress, stop)?;
     if let (Some(ev), Some(_)) = (&prepared.evaluation, &cfg.evaluation) {
         let kept: Vec<&[f64]> = outcome
             .summarised_chains
@@ -952,13 +981,13 @@ pub fn execute_prepared_with_sink(
 }
 
 /// Run a file [`default_path::resolve_if_needed`] returned on its [`prepare`]d model (its
-/// `[evaluation]` included), into `zarr` if given: the MAP and Laplace approximation the default
-/// path found are reused, and its report goes into [`Outcome::default_path`].
+/// `[evaluation]` included), into `output` if given: the MAP and Laplace approximation the
+/// default path found are reused, and its report goes into [`Outcome::default_path`].
 pub fn execute_resolved(
     cfg: &Config,
     prepared: &Prepared,
     resolved: Option<default_path::Resolved>,
-    zarr: Option<&Path>,
+    output: Option<&RunOutput>,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<(Outcome, Vec<Vec<f64>>), PipelineError> {
@@ -968,7 +997,7 @@ pub fn execute_resolved(
         laplace: resolved.as_ref().and_then(|r| r.laplace.as_ref()),
     };
     let (mut outcome, chains) =
-        execute_prepared_with_sink(cfg, prepared, zarr, None, known, progress, stop)?;
+        execute_prepared_into(cfg, prepared, output, None, known, progress, stop)?;
     if let Some(r) = resolved {
         outcome.map_seconds += r.report.map_seconds + r.report.laplace_seconds;
         outcome.default_path = Some(r.report);
@@ -1026,7 +1055,7 @@ pub fn preconditioner_at(
 fn execute_keeping_draws(
     cfg: &Config,
     model: &dyn Model,
-    zarr_path: Option<&Path>,
+    output: Option<&RunOutput>,
     extra: Option<&dyn DrawSink>,
     known: Known<'_>,
     progress: &dyn Progress,
@@ -1083,22 +1112,38 @@ fn execute_keeping_draws(
     let map_seconds = map_start.elapsed().as_secs_f64();
 
     let memory = MemorySink::new(settings.chains, dim);
-    let zarr = match zarr_path {
-        Some(p) => {
+    let continued = match output {
+        Some(out) if out.resume => Some(continued_chains(out, settings.chains)?),
+        _ => None,
+    };
+    let (zarr, earlier) = match (output, &continued) {
+        (Some(out), Some(continued)) => {
+            let (sink, draws) = ZarrSink::reopen(&out.zarr, "theta", &continued.kept)?;
+            (Some(sink), Some(draws))
+        }
+        (Some(out), None) => {
+            if let Some(cp) = &out.checkpoints {
+                cp.clear_chains().map_err(|source| PipelineError::File {
+                    path: cp.path().to_path_buf(),
+                    action: "cannot clear earlier checkpoints",
+                    source,
+                })?;
+            }
             let expected = match settings.budget {
                 Budget::Iterations(n) => Some(n / settings.thin.max(1)),
                 _ => None,
             };
-            Some(ZarrSink::create(
-                p,
+            let sink = ZarrSink::create(
+                &out.zarr,
                 settings.chains,
                 dim,
                 "theta",
                 &model.parameter_names(),
                 expected,
-            )?)
+            )?;
+            (Some(sink), None)
         }
-        None => None,
+        (None, _) => (None, None),
     };
     let (tee, tee_extra);
     let mut sink: &dyn DrawSink = match &zarr {
@@ -1160,22 +1205,58 @@ fn execute_keeping_draws(
         };
         Ok(Chain { kernel, init })
     };
-    let report = runner::run_until(&settings, make_chain, sink, progress, stop)?;
+    let checkpoints =
+        output
+            .and_then(|o| o.checkpoints.as_ref())
+            .map(|store| runner::Checkpoints {
+                store,
+                interval: Duration::from_secs_f64(cfg.run.checkpoint_seconds),
+            });
+    let starts = continued.as_ref().map_or(&[][..], |c| c.starts.as_slice());
+    let report = runner::run_resumable(
+        &settings,
+        make_chain,
+        sink,
+        progress,
+        stop,
+        checkpoints.as_ref(),
+        starts,
+    )?;
+    // A continued chain's statistics: those of its earlier draws (as the earlier run wrote
+    // them; none after a kill), then this run's.
+    let statistics: Vec<Vec<DrawStatistics>> = report
+        .chains
+        .iter()
+        .enumerate()
+        .map(|(c, r)| {
+            let mut s = continued
+                .as_ref()
+                .map_or_else(Vec::new, |k| k.statistics[c].clone());
+            s.extend_from_slice(&r.draw_statistics);
+            s
+        })
+        .collect();
     if let Some(z) = zarr {
-        let statistics: Vec<&[_]> = report
-            .chains
-            .iter()
-            .map(|c| c.draw_statistics.as_slice())
-            .collect();
+        let statistics: Vec<&[_]> = statistics.iter().map(Vec::as_slice).collect();
         z.write_draw_statistics(&statistics)?;
         z.finalize()?;
+    }
+    let mut report = report;
+    for (chain, s) in report.chains.iter_mut().zip(statistics) {
+        chain.draw_statistics = s;
     }
 
     let diverged = report.diverged_chains();
     let summarised: Vec<usize> = (0..settings.chains)
         .filter(|c| !diverged.contains(c))
         .collect();
-    let all = memory.into_chains();
+    let mut all = memory.into_chains();
+    if let Some(earlier) = earlier {
+        for (chain, mut draws) in all.iter_mut().zip(earlier) {
+            draws.append(chain);
+            *chain = draws;
+        }
+    }
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
     let parameters = if cfg.run.summary {
         summarize_parameters(&model.parameter_names(), &kept)
@@ -1217,8 +1298,55 @@ fn execute_keeping_draws(
         laplace_sd: laplace.map(|l| l.sd),
         bias_check,
         default_path: None,
+        resumed_draws: continued.map(|c| c.kept),
     };
     Ok((outcome, all))
+}
+
+/// The chains of a run being continued: how each starts, the draws each keeps from before,
+/// and those draws' statistics.
+struct Continued {
+    starts: Vec<ChainStart>,
+    kept: Vec<usize>,
+    statistics: Vec<Vec<DrawStatistics>>,
+}
+
+/// Reads the checkpoints of `output` and the statistics its store holds.
+fn continued_chains(output: &RunOutput, chains: usize) -> Result<Continued, PipelineError> {
+    let store = output.checkpoints.as_ref().ok_or_else(|| {
+        PipelineError::RunFile("a run without checkpoints cannot be continued".into())
+    })?;
+    let saved = store.load(chains).map_err(|source| PipelineError::File {
+        path: store.path().to_path_buf(),
+        action: "cannot read the checkpoints",
+        source,
+    })?;
+    let mut starts = Vec::with_capacity(chains);
+    let mut kept = Vec::with_capacity(chains);
+    for (c, bytes) in saved.into_iter().enumerate() {
+        match bytes {
+            Some(bytes) => {
+                let header = checkpoint_header(&bytes)
+                    .map_err(|source| RunError::Resume { chain: c, source })?;
+                kept.push(header.progress.draws);
+                starts.push(ChainStart::Resume(bytes));
+            }
+            None => {
+                kept.push(0);
+                starts.push(ChainStart::Fresh);
+            }
+        }
+    }
+    let mut statistics = read_draw_statistics(&output.zarr).unwrap_or_default();
+    statistics.resize(chains, Vec::new());
+    for (s, &n) in statistics.iter_mut().zip(&kept) {
+        s.resize(n, DrawStatistics::default());
+    }
+    Ok(Continued {
+        starts,
+        kept,
+        statistics,
+    })
 }
 
 /// The bias check of the kept draws (each chain cut to the shortest), or why it was skipped.

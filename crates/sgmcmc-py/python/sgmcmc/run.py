@@ -46,6 +46,8 @@ def sample(
     bias_check: bool | None = None,
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
+    resume: bool = False,
+    checkpoint_seconds: float | None = None,
     keep_diverged: bool = False,
     progress: bool = True,
     quiet: bool = False,
@@ -58,10 +60,14 @@ def sample(
     10,000 iterations, ...). With ``out``, the draws stream to ``out/draws.zarr`` and the summary
     goes to ``out/summary.json``, as with ``sgmcmc run``; a directory that holds an earlier run
     is refused unless ``overwrite=True`` (which deletes that run's outputs first), and one that
-    another run is writing is refused. Ctrl-C stops the chains and returns the
-    draws made so far (with a warning). Chains that diverged are left out of the posterior, as
-    the run's summary leaves them out (with a warning); ``keep_diverged=True`` keeps every chain,
-    NaN after its last draw, with ``sample_stats.diverging`` marking where it diverged.
+    another run is writing is refused. The chains checkpoint into ``out/checkpoints`` (every
+    chunk of draws, and at least every ``checkpoint_seconds``, default 5 s); ``resume=True``
+    continues a run in ``out`` that was killed or interrupted, given the same model and
+    arguments, and returns exactly the draws an uninterrupted run would have. Ctrl-C stops the
+    chains and returns the draws made so far (with a warning). Chains that diverged are left
+    out of the posterior, as the run's summary leaves them out (with a warning);
+    ``keep_diverged=True`` keeps every chain, NaN after its last draw, with
+    ``sample_stats.diverging`` marking where it diverged.
     """
     _check_model(model)
     if sampler is not None and not isinstance(sampler, Sampler):
@@ -85,6 +91,7 @@ def sample(
         init=init,
         preconditioner=preconditioner,
         bias_check=bias_check,
+        checkpoint_seconds=checkpoint_seconds,
     )
     handle = _sgmcmc.start_run(
         json.dumps(config),
@@ -94,6 +101,7 @@ def sample(
         None if out is None else os.fspath(out),
         user,
         overwrite=overwrite,
+        resume=resume,
     )
     interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)
@@ -160,8 +168,8 @@ def _check_model(model: Any) -> None:
 def _follow(handle: Any, *, progress: bool, quiet: bool, stoppable: bool = True) -> bool:
     """Poll the run until it ends: messages, the progress bar. Ctrl-C sets the runner's stop
     flag (the chains end at their next iteration and keep their draws) and returns whether it
-    did; a job that cannot stop early (``stoppable=False``: tuning, NUTS) re-raises it, and the
-    job goes on in the background until it ends."""
+    did; a job that cannot stop early (``stoppable=False``: tuning) re-raises it, and the job
+    goes on in the background until it ends."""
     bar = None
     interrupted = False
     try:
@@ -315,8 +323,9 @@ def reference(
     gradients over all N points at every leapfrog step, so slow for large N, but free of
     stochastic-gradient bias; the yardstick for the other samplers. ``dense_metric=True`` runs
     in the coordinates of the Laplace covariance. Returns ``InferenceData``; ``run_summary``
-    gives each chain's step size, divergences and gradient evaluations. (Ctrl-C does not stop
-    it early: the Ctrl-C is raised and NUTS goes on in the background until it ends.)"""
+    gives each chain's step size, divergences and gradient evaluations. Ctrl-C stops the chains
+    and returns the draws after warm-up made so far, each chain cut to the shortest (with a
+    warning); stopped during warm-up, it raises ``SgmcmcError``."""
     _check_model(model)
     config, x, y, names, user = _model_config(model)
     config["run"] = _run_table(seed=seed)
@@ -333,7 +342,13 @@ def reference(
         False,
         (chains, warmup, draws, dense_metric),
     )
-    _follow(handle, progress=progress, quiet=quiet, stoppable=False)
+    interrupted = _follow(handle, progress=progress, quiet=quiet)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
+    if interrupted or summary.get("interrupted"):
+        warnings.warn(
+            "interrupted: NUTS stopped early; the draws so far are returned, each chain cut to "
+            "the shortest",
+            stacklevel=2,
+        )
     return _inference_data(result["draws"], result["names"], summary, result.get("sample_stats"))

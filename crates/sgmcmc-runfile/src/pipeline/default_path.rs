@@ -69,7 +69,7 @@ pub const NOISE_STEP: f64 = 0.5;
 pub const EXACT_TUNE_SCORES_MAX_N: usize = 100_000;
 
 /// What the default path chose, and why (in `summary.json` under `default_path`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DefaultPathReport {
     /// L-BFGS iterations of the MAP search.
     pub map_iterations: usize,
@@ -88,7 +88,7 @@ pub struct DefaultPathReport {
     /// MAMBA's budget T, in `budget_unit`.
     pub tune_budget: f64,
     /// "gradient evaluations" or "seconds" (thread CPU).
-    pub budget_unit: &'static str,
+    pub budget_unit: String,
     /// Wall-clock seconds of the tuning.
     pub tune_seconds: f64,
     /// The winner's KSD in the last round.
@@ -364,7 +364,7 @@ pub fn resolve(cfg: &Config, model: &dyn Model) -> Result<Resolved, PipelineErro
         sampler: winner.sampler.clone(),
         arms: arms.len(),
         tune_budget: budget_value,
-        budget_unit,
+        budget_unit: budget_unit.to_string(),
         tune_seconds,
         winner_ksd: outcome.winner_metric,
         rounds: outcome

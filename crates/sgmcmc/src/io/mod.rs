@@ -1,5 +1,6 @@
 //! Output: where draws go ([`sink`]: in memory, or streamed to a Zarr store that ArviZ opens,
-//! `zarr.rs` behind the default-on feature `zarr`), the run summary written as JSON, the run
+//! `zarr.rs` behind the default-on feature `zarr`; `zarr_read.rs` reads such stores back, and
+//! those ArviZ, xarray and zarr-python write), the run summary written as JSON, the run
 //! directory that holds one run at a time ([`run_dir`]) and whole-file reads and atomic writes
 //! ([`files`]).
 
@@ -9,10 +10,19 @@ pub mod sink;
 pub mod summary;
 #[cfg(feature = "zarr")]
 pub mod zarr;
+#[cfg(feature = "zarr")]
+pub mod zarr_read;
 
 pub use files::{check_replaceable, open_regular, read_regular_to_string, write_atomic};
-pub use run_dir::{ExistingRun, RUN_OUTPUTS, RunDirError, RunDirectory};
+pub use run_dir::{
+    CHECKPOINTS, CheckpointDirectory, ExistingRun, RUN_OUTPUTS, RunDirError, RunDirectory,
+};
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
 #[cfg(feature = "zarr")]
-pub use zarr::{StoredDraws, ZarrSink, read_draw_statistics, read_draws};
+pub use zarr::{ZarrSink, read_draw_statistics};
+#[cfg(feature = "zarr")]
+pub use zarr_read::{
+    DEFAULT_VARIABLE, StoredDraws, default_variable, posterior_variables, read_draws,
+    read_posterior,
+};

@@ -16,6 +16,7 @@ pub const LOCK_FILE: &str = ".sgmcmc.lock";
 /// recognised by another.
 pub const RUN_OUTPUTS: &[&str] = &[
     "draws.zarr",
+    CHECKPOINTS,
     "summary.json",
     "diagnostics.svg",
     "coreset.json",
@@ -25,6 +26,13 @@ pub const RUN_OUTPUTS: &[&str] = &[
     "winner_draws.zarr",
 ];
 
+/// The folder of a run directory that holds its chains' checkpoints ([`CheckpointDirectory`]).
+pub const CHECKPOINTS: &str = "checkpoints";
+
+/// Outputs that describe a finished run (views of its draws), deleted when a run is continued
+/// so that none describes draws it has not seen.
+const FINISHED_VIEWS: &[&str] = &["summary.json", "diagnostics.svg"];
+
 /// What to do when the directory already holds a run's outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExistingRun {
@@ -32,6 +40,9 @@ pub enum ExistingRun {
     Refuse,
     /// Delete the earlier run's outputs (only the names of [`RUN_OUTPUTS`]) first.
     Overwrite,
+    /// Continue the earlier run: keep its draws and checkpoints, delete its summary and figure
+    /// (they are written again when the continued run ends).
+    Resume,
 }
 
 /// Errors opening a run directory. `Display` is one line naming the directory.
@@ -67,7 +78,7 @@ pub enum RunDirError {
     },
     /// The directory holds an earlier run's outputs.
     #[error(
-        "{path} already holds a run ({found}); choose another output directory, or overwrite it (--overwrite; overwrite=True in Python), which deletes those first"
+        "{path} already holds a run ({found}); choose another output directory, continue that run (--resume; resume=True in Python), or overwrite it (--overwrite; overwrite=True in Python), which deletes those first"
     )]
     HoldsRun {
         /// The directory.
@@ -146,6 +157,12 @@ impl RunDirectory {
                         found: found.join(", "),
                     });
                 }
+                ExistingRun::Resume => {
+                    for name in found.iter().filter(|n| FINISHED_VIEWS.contains(n)) {
+                        fs::remove_file(path.join(name))
+                            .map_err(io("delete the earlier run's summary"))?;
+                    }
+                }
                 ExistingRun::Overwrite => {
                     for name in found {
                         let p = path.join(name);
@@ -181,6 +198,83 @@ impl RunDirectory {
         let path = self.join(name);
         write_atomic(&path, bytes)?;
         Ok(path)
+    }
+}
+
+/// The checkpoints of a run's chains, one file per chain (`chain-<c>.state`, each replacing
+/// the last atomically), beside a file naming the run they belong to (`run.json`).
+#[derive(Debug, Clone)]
+pub struct CheckpointDirectory {
+    dir: PathBuf,
+}
+
+/// The file in a [`CheckpointDirectory`] that describes the run.
+const RUN_STATE: &str = "run.json";
+
+impl CheckpointDirectory {
+    /// The checkpoint folder of `run` (created when the first file is written).
+    pub fn of(run: &RunDirectory) -> Self {
+        Self {
+            dir: run.join(CHECKPOINTS),
+        }
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn chain_file(&self, chain: usize) -> PathBuf {
+        self.dir.join(format!("chain-{chain}.state"))
+    }
+
+    /// Writes the description of the run (what a continued run must match) atomically.
+    pub fn write_run_state(&self, bytes: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        write_atomic(&self.dir.join(RUN_STATE), bytes)
+    }
+
+    /// The description of the run, or `None` when there is none (no run took checkpoints here).
+    pub fn read_run_state(&self) -> io::Result<Option<String>> {
+        match super::files::read_regular_to_string(&self.dir.join(RUN_STATE)) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Each chain's checkpoint (`None`: the chain took none).
+    pub fn load(&self, chains: usize) -> io::Result<Vec<Option<Vec<u8>>>> {
+        (0..chains)
+            .map(|c| match fs::read(self.chain_file(c)) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    /// Deletes every chain's checkpoint (a run that starts afresh).
+    pub fn clear_chains(&self) -> io::Result<()> {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Ok(());
+        };
+        for entry in entries {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with("chain-") {
+                fs::remove_file(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::runner::CheckpointStore for CheckpointDirectory {
+    fn save(&self, chain: usize, checkpoint: &[u8]) -> Result<(), super::SinkError> {
+        let path = self.chain_file(chain);
+        fs::create_dir_all(&self.dir)
+            .and_then(|()| write_atomic(&path, checkpoint))
+            .map_err(|source| super::SinkError::Io { path, source })
     }
 }
 

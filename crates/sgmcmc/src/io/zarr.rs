@@ -41,6 +41,8 @@ use zarrs::metadata_ext::group::consolidated_metadata::{
 use zarrs::node::Node;
 
 use super::sink::{ChainWriter, DrawSink, SinkError};
+// The reading lives in `zarr_read`; re-exported so that `io::zarr::read_draws` stays.
+pub use super::zarr_read::{StoredDraws, read_draws};
 use crate::sampler::DrawStatistics;
 
 /// Target size of one chunk of the draws array.
@@ -174,6 +176,125 @@ impl ZarrSink {
                 taken: vec![false; chains],
             }),
         })
+    }
+
+    /// Reopens a store this module wrote (finalized or not) to continue its chains: chain `c`
+    /// keeps its first `kept[c]` draws and its writer goes on after them. Whatever the store
+    /// holds beyond (draws written after a chain's last checkpoint) is cleared: later chunks
+    /// deleted, the rest of the chain's last chunk rewritten as NaN; the consolidated metadata
+    /// of an earlier `finalize` is dropped until the next. Returns the sink and each chain's
+    /// kept draws (row-major, `kept[c] × dim`).
+    pub fn reopen(
+        path: &Path,
+        variable: &str,
+        kept: &[usize],
+    ) -> Result<(ZarrSink, Vec<Vec<f64>>), SinkError> {
+        use zarrs::array::ArraySubset;
+        let err = |m: String| zarr_err(path, m);
+        let ours = fs::read(path.join("zarr.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|v| v["attributes"]["inference_library"] == LIBRARY);
+        if !ours {
+            return Err(err(
+                "not a store written by sgmcmc; it cannot be continued".into()
+            ));
+        }
+        let root = path.to_path_buf();
+        let store = Arc::new(FilesystemStore::new(path).map_err(|e| err(e.to_string()))?);
+        let array = Array::open(store.clone(), &format!("/posterior/{variable}"))
+            .map_err(|e| err(format!("no variable posterior/{variable}: {e}")))?;
+        let shape = array.shape().to_vec();
+        let [chains, extent, dim] = shape[..] else {
+            return Err(err(format!(
+                "posterior/{variable} has shape {shape:?}, expected (chain, draw, dim)"
+            )));
+        };
+        let (chains, dim) = (chains as usize, dim as usize);
+        if chains != kept.len() {
+            return Err(err(format!(
+                "the store has {chains} chains, the run {}",
+                kept.len()
+            )));
+        }
+        let chunk = array
+            .chunk_shape(&[0, 0, 0])
+            .map_err(|e| err(e.to_string()))?;
+        let chunk_draws = chunk[1].get() as usize;
+        if chunk[0].get() != 1 || chunk[2].get() as usize != dim {
+            return Err(err(format!("unexpected chunk shape {chunk:?}")));
+        }
+        let mut earlier = Vec::with_capacity(chains);
+        for (c, &n) in kept.iter().enumerate() {
+            let c64 = c as u64;
+            let draws: Vec<f64> = if n == 0 {
+                Vec::new()
+            } else if n as u64 > extent {
+                return Err(err(format!(
+                    "chain {c}: the checkpoint is after draw {n}, the store holds {extent} draws"
+                )));
+            } else {
+                array
+                    .retrieve_array_subset(&ArraySubset::new_with_ranges(&[
+                        c64..c64 + 1,
+                        0..n as u64,
+                        0..dim as u64,
+                    ]))
+                    .map_err(|e| err(e.to_string()))?
+            };
+            if let Some(k) = draws.iter().position(|v| v.is_nan()) {
+                return Err(err(format!(
+                    "chain {c}: draw {} is missing from the store, before the checkpoint's draw {n}",
+                    k / dim.max(1)
+                )));
+            }
+            earlier.push(draws);
+        }
+        // Every chain checked: clear what follows the kept draws (the rest of their last
+        // chunk, later chunks).
+        for (c, (&n, draws)) in kept.iter().zip(&earlier).enumerate() {
+            let c64 = c as u64;
+            let (full, partial) = (n / chunk_draws, n % chunk_draws);
+            if partial > 0 {
+                let mut rows = vec![f64::NAN; chunk_draws * dim];
+                rows[..partial * dim].copy_from_slice(&draws[full * chunk_draws * dim..]);
+                let bytes: Vec<u8> = rows.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let key = array.chunk_key(&[c64, full as u64, 0]);
+                write_atomic(&root.join(key.as_str()), &bytes)?;
+            }
+            let first_stale = full + usize::from(partial > 0);
+            for k in first_stale..(extent as usize).div_ceil(chunk_draws) {
+                let file = root.join(array.chunk_key(&[c64, k as u64, 0]).as_str());
+                match fs::remove_file(&file) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(SinkError::Io {
+                            path: file,
+                            source: e,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut root_group = Group::open(store.clone(), "/").map_err(|e| err(e.to_string()))?;
+        if root_group.consolidated_metadata().is_some() {
+            root_group.set_consolidated_metadata(None);
+            write_group_meta(&root, &root_group)?;
+        }
+        let sink = ZarrSink {
+            root,
+            store,
+            chains,
+            dim,
+            chunk_draws,
+            shared: Mutex::new(Shared {
+                array,
+                extent,
+                draws: kept.to_vec(),
+                taken: vec![false; chains],
+            }),
+        };
+        Ok((sink, earlier))
     }
 
     /// Root directory of the store.
@@ -373,16 +494,35 @@ impl DrawSink for ZarrSink {
             return Err(SinkError::ChainTaken(chain));
         }
         *taken = true;
+        // A reopened store's chain goes on after its kept draws (0 in a new store).
+        let before = shared.draws[chain];
         drop(shared);
         let len = self.chunk_draws * self.dim;
+        let (chunks_written, in_chunk) = (before / self.chunk_draws, before % self.chunk_draws);
+        let mut buf = vec![f64::NAN; len];
+        if in_chunk > 0 {
+            use zarrs::array::ArraySubset;
+            let start = (chunks_written * self.chunk_draws) as u64;
+            let c = chain as u64;
+            let rows: Vec<f64> = self
+                .lock()
+                .array
+                .retrieve_array_subset(&ArraySubset::new_with_ranges(&[
+                    c..c + 1,
+                    start..start + in_chunk as u64,
+                    0..self.dim as u64,
+                ]))
+                .map_err(|e| zarr_err(&self.root, e.to_string()))?;
+            buf[..rows.len()].copy_from_slice(&rows);
+        }
         Ok(Box::new(ZarrChainWriter {
             sink: self,
             chain,
-            buf: vec![f64::NAN; len],
+            buf,
             bytes: Vec::with_capacity(len * 8),
-            in_chunk: 0,
-            chunks_written: 0,
-            partial_written: false,
+            in_chunk,
+            chunks_written,
+            partial_written: in_chunk > 0,
             finished: false,
         }))
     }
@@ -715,96 +855,6 @@ fn utc_now_iso8601() -> String {
     )
 }
 
-/// Draws read back from a store written by [`ZarrSink`] (see [`read_draws`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredDraws {
-    /// Parameter names (the variable's `parameter_names` attribute; `theta[j]` if absent).
-    pub parameter_names: Vec<String>,
-    /// Dimension D.
-    pub dim: usize,
-    /// Per chain, its draws row-major (draws × D), without the NaN padding after a shorter
-    /// chain's last draw.
-    pub chains: Vec<Vec<f64>>,
-}
-
-impl StoredDraws {
-    /// Every chain's draws one after another (chain-major), as one row-major matrix.
-    pub fn pooled(&self) -> Vec<f64> {
-        self.chains.concat()
-    }
-
-    /// Total number of draws.
-    pub fn len(&self) -> usize {
-        self.chains.iter().map(|c| c.len() / self.dim.max(1)).sum()
-    }
-
-    /// Whether no chain has a draw.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// Read the draws of `posterior/<variable>` from a store written by [`ZarrSink`] (finalized or
-/// not: an interrupted run's store reads up to its last written chunk). Rows that are entirely
-/// NaN at the end of a chain (padding of shorter chains, or the unwritten part of a chunk) are
-/// dropped; a NaN inside a chain's draws is an error naming it.
-pub fn read_draws(path: &Path, variable: &str) -> Result<StoredDraws, SinkError> {
-    use zarrs::array::ArraySubset;
-    let err = |m: String| zarr_err(path, m);
-    if !path.join("zarr.json").is_file() {
-        return Err(err("not a Zarr store (no zarr.json)".into()));
-    }
-    let store = Arc::new(FilesystemStore::new(path).map_err(|e| err(e.to_string()))?);
-    let array = Array::open(store, &format!("/posterior/{variable}"))
-        .map_err(|e| err(format!("no variable posterior/{variable}: {e}")))?;
-    let shape = array.shape().to_vec();
-    let [chains, draws, dim] = shape[..] else {
-        return Err(err(format!(
-            "posterior/{variable} has shape {shape:?}, expected (chain, draw, dim)"
-        )));
-    };
-    let (chains, draws, dim) = (chains as usize, draws as usize, dim as usize);
-    let data: Vec<f64> = array
-        .retrieve_array_subset(&ArraySubset::new_with_shape(shape.clone()))
-        .map_err(|e| err(e.to_string()))?;
-    let parameter_names = array
-        .attributes()
-        .get("parameter_names")
-        .and_then(|v| serde_json::from_value::<Vec<String>>(v.clone()).ok())
-        .filter(|names| names.len() == dim)
-        .unwrap_or_else(|| (0..dim).map(|j| format!("{variable}[{j}]")).collect());
-    let mut out = Vec::with_capacity(chains);
-    for (c, chain) in data
-        .chunks_exact((draws * dim).max(1))
-        .take(chains)
-        .enumerate()
-    {
-        let rows = if dim == 0 { 0 } else { draws };
-        let mut kept = rows;
-        while kept > 0
-            && chain[(kept - 1) * dim..kept * dim]
-                .iter()
-                .all(|v| v.is_nan())
-        {
-            kept -= 1;
-        }
-        let values = &chain[..kept * dim];
-        if let Some(k) = values.iter().position(|v| v.is_nan()) {
-            return Err(err(format!(
-                "chain {c}, draw {}: NaN inside the stored draws",
-                k / dim
-            )));
-        }
-        out.push(values.to_vec());
-    }
-    out.resize(chains, Vec::new());
-    Ok(StoredDraws {
-        parameter_names,
-        dim,
-        chains: out,
-    })
-}
-
 /// Each chain's state at its draws, as written by [`ZarrSink::write_draw_statistics`] (each
 /// chain as long as the group's `draws_per_chain` says); an empty list per chain when the store
 /// has no `sample_stats` (a run that recorded none, or a store from before they were written).
@@ -890,6 +940,75 @@ mod tests {
                 });
             }
         });
+    }
+
+    /// A reopened store keeps each chain's first `kept` draws, clears what follows (draws
+    /// written after a checkpoint), and its writers go on after them: the result equals a store
+    /// written in one go, whether a chain was cut inside a chunk, at a chunk's end or at 0.
+    #[test]
+    fn a_reopened_store_continues_each_chain_after_its_kept_draws() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dim, chunk) = (3, 4);
+        let written = [11, 9, 6];
+        let kept = [6, 8, 0];
+        let total = [13, 10, 5];
+        let path = dir.path().join("draws.zarr");
+        let sink = ZarrSink::create(&path, 3, dim, "theta", &[], Some(chunk)).unwrap();
+        write_chains(&sink, &written, dim);
+        sink.finalize().unwrap();
+
+        let (sink, earlier) = ZarrSink::reopen(&path, "theta", &kept).unwrap();
+        for (c, draws) in earlier.iter().enumerate() {
+            let expected: Vec<f64> = (0..kept[c])
+                .flat_map(|j| (0..dim).map(move |k| value(c, j, k)))
+                .collect();
+            assert_eq!(draws, &expected, "chain {c}");
+        }
+        // Nothing of the stale tail is left before the chains write again.
+        let stale = read_draws(&path, "theta").unwrap();
+        for (c, chain) in stale.chains.iter().enumerate() {
+            assert_eq!(chain.len(), kept[c] * dim, "chain {c} before writing");
+        }
+        std::thread::scope(|s| {
+            for c in 0..3 {
+                let sink = &sink;
+                s.spawn(move || {
+                    let mut w = sink.chain_writer(c).unwrap();
+                    for j in kept[c]..total[c] {
+                        let draw: Vec<f64> = (0..dim).map(|k| value(c, j, k)).collect();
+                        w.push(&draw).unwrap();
+                    }
+                    assert_eq!(w.finish().unwrap(), total[c]);
+                });
+            }
+        });
+        sink.finalize().unwrap();
+        let back = read_draws(&path, "theta").unwrap();
+        for (c, chain) in back.chains.iter().enumerate() {
+            let expected: Vec<f64> = (0..total[c])
+                .flat_map(|j| (0..dim).map(move |k| value(c, j, k)))
+                .collect();
+            assert_eq!(chain, &expected, "chain {c}");
+        }
+        assert_eq!(read_all(&path, "theta").0, vec![3, 13, dim as u64]);
+
+        // A checkpoint beyond the store's draws, and a foreign store, are refused.
+        let e = ZarrSink::reopen(&path, "theta", &[14, 0, 0]).unwrap_err();
+        assert!(e.to_string().contains("holds 13 draws"), "{e}");
+        let e = ZarrSink::reopen(&path, "theta", &[13, 12, 0]).unwrap_err();
+        assert!(e.to_string().contains("chain 1: draw 10 is missing"), "{e}");
+        assert_eq!(
+            read_draws(&path, "theta").unwrap(),
+            back,
+            "a refused reopen clears nothing"
+        );
+        let e = ZarrSink::reopen(&path, "theta", &[1, 1]).unwrap_err();
+        assert!(e.to_string().contains("3 chains"), "{e}");
+        let e = ZarrSink::reopen(dir.path(), "theta", &[0]).unwrap_err();
+        assert!(
+            e.to_string().contains("not a store written by sgmcmc"),
+            "{e}"
+        );
     }
 
     fn read_all(path: &Path, variable: &str) -> (Vec<u64>, Vec<f64>) {

@@ -17,5 +17,5 @@ pub use laplace::{
 #[cfg(feature = "nuts")]
 pub use nuts::{
     LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError, NutsReference, NutsSettings,
-    run_nuts,
+    run_nuts, run_nuts_until,
 };

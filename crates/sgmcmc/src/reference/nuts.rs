@@ -165,6 +165,11 @@ pub enum NutsError {
     /// The draws give no valid moments (e.g. a constant coordinate).
     #[error("NUTS reference: the draws give no valid reference moments: {0}")]
     Moments(String),
+    /// A stop request (Ctrl-C) came before every chain had a draw after its warm-up.
+    #[error(
+        "NUTS reference: interrupted before every chain had finished its warm-up; there are no draws to keep"
+    )]
+    InterruptedInWarmup,
 }
 
 /// What one chain did.
@@ -210,6 +215,9 @@ pub struct NutsReference {
     pub laplace: Option<LaplaceApproximation>,
     /// Wall-clock seconds of the sampling (MAP and Laplace excluded).
     pub seconds: f64,
+    /// A stop request ended the chains early: the moments are those of the draws made until
+    /// then, each chain cut to the shortest (`moments.draws_per_chain`).
+    pub interrupted: bool,
 }
 
 impl NutsReference {
@@ -319,6 +327,19 @@ pub fn run_nuts(
     settings: &NutsSettings,
     progress: &dyn Progress,
 ) -> Result<NutsReference, NutsError> {
+    run_nuts_until(model, settings, progress, &AtomicBool::new(false))
+}
+
+/// [`run_nuts`] that ends every chain at its next transition once `stop` is set (Ctrl-C): the
+/// reference then comes from the draws after warm-up made until then, each chain cut to the
+/// shortest ([`NutsReference::interrupted`]); stopped before every chain has one, it is
+/// [`NutsError::InterruptedInWarmup`].
+pub fn run_nuts_until(
+    model: &dyn Model,
+    settings: &NutsSettings,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<NutsReference, NutsError> {
     settings.validate()?;
     let d = model.dim();
     let map = find_map(model, &model.map_start(), &map_options())?;
@@ -358,10 +379,19 @@ pub fn run_nuts(
     let started = Instant::now();
     let results: Vec<(NutsChainReport, Vec<f64>)> = (0..settings.chains)
         .into_par_iter()
-        .map(|c| run_chain(target, settings, c, &start, &scale, progress))
+        .map(|c| run_chain(target, settings, c, &start, &scale, progress, stop))
         .collect::<Result<_, _>>()?;
     let seconds = started.elapsed().as_secs_f64();
     let (mut chains, mut draws): (Vec<_>, Vec<_>) = results.into_iter().unzip();
+    // After a stop, every chain is cut to the shortest (moments of equal-length chains).
+    let kept = draws.iter().map(|c| c.len() / d).min().unwrap_or(0);
+    let interrupted = kept < settings.draws;
+    if kept == 0 {
+        return Err(NutsError::InterruptedInWarmup);
+    }
+    for chain in &mut draws {
+        chain.truncate(kept * d);
+    }
     if let Some(p) = &metric {
         let mut theta = vec![0.0; d];
         for (report, chain) in chains.iter_mut().zip(draws.iter_mut()) {
@@ -383,7 +413,7 @@ pub fn run_nuts(
         method: format!(
             "NUTS (nuts-rs {NUTS_RS_VERSION}, {}), {} chains x {} draws after {} \
              warm-up, seed {}, start MAP + {} Laplace sd jitter; {divergences} divergent transitions \
-             after warm-up",
+             after warm-up{}",
             if metric.is_some() {
                 "dense metric at the Laplace covariance, adapted diagonal on top"
             } else {
@@ -393,7 +423,15 @@ pub fn run_nuts(
             settings.draws,
             settings.warmup,
             settings.seed,
-            settings.init_jitter
+            settings.init_jitter,
+            if interrupted {
+                format!(
+                    "; INTERRUPTED: {kept} of {} draws per chain",
+                    settings.draws
+                )
+            } else {
+                String::new()
+            }
         ),
         parameter_names: names,
         sd,
@@ -402,7 +440,7 @@ pub fn run_nuts(
         ess_bulk: parameters.iter().map(|p| p.stats.ess_bulk).collect(),
         rhat: parameters.iter().map(|p| p.stats.rhat).collect(),
         chains: settings.chains,
-        draws_per_chain: settings.draws,
+        draws_per_chain: kept,
     };
     moments.validate().map_err(NutsError::Moments)?;
     Ok(NutsReference {
@@ -413,6 +451,7 @@ pub fn run_nuts(
         map,
         laplace,
         seconds,
+        interrupted,
     })
 }
 
@@ -424,6 +463,7 @@ fn run_chain(
     map: &[f64],
     scale: &[f64],
     progress: &dyn Progress,
+    stop: &AtomicBool,
 ) -> Result<(NutsChainReport, Vec<f64>), NutsError> {
     let started = Instant::now();
     let d = map.len();
@@ -483,7 +523,7 @@ fn run_chain(
         burn_in: settings.warmup,
         thin: 1,
     };
-    let outcome = drive(&mut step, &plan, &mut recorder, &AtomicBool::new(false))
+    let outcome = drive(&mut step, &plan, &mut recorder, stop)
         .expect("NUTS keeps its draws in memory and cannot fail to store them");
     if let Some(failure) = outcome.failure {
         return Err(failure);
@@ -494,11 +534,11 @@ fn run_chain(
         c,
         &ChainReport {
             chain: c,
-            iterations: total,
-            draws: settings.draws,
+            iterations: outcome.iterations,
+            draws: outcome.draws,
             seconds: report.seconds,
             divergence: None,
-            interrupted: false,
+            interrupted: outcome.interrupted,
             sampler_statistics: None,
             draw_statistics: Vec::new(),
             checkpoints: 0,

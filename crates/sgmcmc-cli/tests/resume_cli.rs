@@ -1,0 +1,222 @@
+//! `sgmcmc run --resume` (issue 25): a run killed at a random moment (kill -9) or stopped
+//! (Ctrl-C) is continued from its chains' checkpoints and ends with exactly the draws of an
+//! uninterrupted run; a killed chain loses at most one checkpoint interval of sampling.
+//!
+//! `SGMCMC_KILLS=20 cargo test --release -p sgmcmc-cli --test resume_cli -- --nocapture` runs
+//! the kill -9 test with 20 kills (3 by default) and prints what each lost.
+
+mod common;
+
+use common::assert_command_fails_with;
+use sgmcmc::io::read_draws;
+use sgmcmc::runner::checkpoint_header;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+/// Two chains (one per core, so both run at once), SGLD with control variates: its checkpoint
+/// holds the estimator's centre and the subsampler's permutation besides the position and
+/// stream. Long enough (several seconds) to be killed in the middle.
+const RUN: &str = "[data]\nsynthetic = { rows = 20_000, dim = 5, seed = 3 }\n\n\
+                   [model]\nkind = \"logistic\"\nprior_variance = 10.0\n\n\
+                   [sampler]\nkind = \"sgld\"\nstep_size = 2e-5\n\n\
+                   [gradient]\nestimator = \"control_variates\"\nbatch_size = 50\n\n\
+                   [run]\nseed = 11\nchains = 2\niterations = 3_000_000\nburn_in = 1_000\nthin = 200\n\
+                   checkpoint_seconds = 0.5\nbias_check = false\n";
+
+/// The longest a running chain's last checkpoint may be old at a kill: the interval, plus
+/// the time to write it and to read the clock (every 64 iterations), with room for a busy
+/// machine.
+const LOST_AT_MOST: Duration = Duration::from_millis(500 + 700);
+
+fn sgmcmc(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sgmcmc"));
+    cmd.current_dir(dir)
+        .env("RAYON_NUM_THREADS", "2")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn run_to_end(dir: &Path, out: &str, extra: &[&str]) {
+    let result = sgmcmc(dir)
+        .args(["run", "run.toml", "--out", out])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{out} {extra:?}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+}
+
+/// Every chain's draws, bit for bit.
+fn draw_bits(store: &Path) -> Vec<Vec<u64>> {
+    read_draws(store, "theta")
+        .unwrap()
+        .chains
+        .iter()
+        .map(|c| c.iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A uniform number in [0, 1) from a 64-bit LCG (fixed seed: the kill moments are the same on
+/// every machine, relative to the run's length there).
+fn uniform(state: &mut u64) -> f64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*state >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(unix)]
+#[test]
+fn a_run_killed_at_random_moments_resumes_to_the_uninterrupted_draws() {
+    let kills: usize = std::env::var("SGMCMC_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), RUN).unwrap();
+    run_to_end(dir.path(), "whole", &[]);
+    // The kills fall while the chains sample (not in the summary after them).
+    let sampling = summary(&dir.path().join("whole"))["seconds"]
+        .as_f64()
+        .unwrap();
+    let length = Duration::from_secs_f64(0.2 + sampling);
+    let whole = draw_bits(&dir.path().join("whole/draws.zarr"));
+    assert_eq!(whole.len(), 2);
+    let total_iterations = 3_001_000;
+    let mut rng = 0x5eed_u64;
+    for k in 0..kills {
+        let out = format!("killed{k}");
+        let at = length.mul_f64(0.05 + 0.95 * uniform(&mut rng));
+        let mut child = sgmcmc(dir.path())
+            .args(["run", "run.toml", "--out", &out])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at);
+        child.kill().unwrap(); // SIGKILL
+        let killed_at = SystemTime::now();
+        child.wait().unwrap();
+
+        // What each running chain lost: the time since its last checkpoint.
+        let checkpoints = dir.path().join(&out).join("checkpoints");
+        let mut report = Vec::new();
+        let mut at_checkpoint = vec![0u64; 2];
+        for (c, at_checkpoint) in at_checkpoint.iter_mut().enumerate() {
+            let file = checkpoints.join(format!("chain-{c}.state"));
+            let Ok(bytes) = std::fs::read(&file) else {
+                report.push(format!("chain {c}: no checkpoint yet"));
+                continue;
+            };
+            let header = checkpoint_header(&bytes).unwrap();
+            *at_checkpoint = header.progress.draws as u64;
+            let age = killed_at
+                .duration_since(std::fs::metadata(&file).unwrap().modified().unwrap())
+                .unwrap_or_default();
+            let finished = header.progress.iterations == total_iterations;
+            report.push(format!(
+                "chain {c}: checkpoint at draw {} ({} iterations), {:.3} s before the kill{}",
+                header.progress.draws,
+                header.progress.iterations,
+                age.as_secs_f64(),
+                if finished { " (finished)" } else { "" }
+            ));
+            if !finished {
+                assert!(
+                    age <= LOST_AT_MOST,
+                    "kill {k} at {at:?}: chain {c} lost {age:?} of sampling"
+                );
+            }
+        }
+        eprintln!(
+            "kill {k} at {:.2} s of {:.2} s: {}",
+            at.as_secs_f64(),
+            length.as_secs_f64(),
+            report.join("; ")
+        );
+
+        run_to_end(dir.path(), &out, &["--resume"]);
+        assert!(
+            draw_bits(&dir.path().join(&out).join("draws.zarr")) == whole,
+            "kill {k} at {at:?}: the resumed draws differ from the uninterrupted run's"
+        );
+        // The chains went on from their checkpoints (a resume that started over would also
+        // reproduce the draws).
+        let s = summary(&dir.path().join(&out));
+        assert_eq!(s["resumed_draws"], serde_json::json!(at_checkpoint), "{s}");
+        assert_eq!(s["draws"], summary(&dir.path().join("whole"))["draws"]);
+    }
+}
+
+/// Ctrl-C ends the run with its draws and a final checkpoint; `--resume` continues it to the
+/// uninterrupted draws, and resuming a finished run changes nothing.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_resumes_and_a_finished_one_stays_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), RUN).unwrap();
+    run_to_end(dir.path(), "whole", &[]);
+    let whole = draw_bits(&dir.path().join("whole/draws.zarr"));
+
+    let child = sgmcmc(dir.path())
+        .args(["run", "run.toml", "--out", "stopped"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stopped = child.wait_with_output().unwrap();
+    assert!(
+        !stopped.status.success(),
+        "an interrupted run exits non-zero"
+    );
+    assert_eq!(summary(&dir.path().join("stopped"))["interrupted"], true);
+
+    run_to_end(dir.path(), "stopped", &["--resume"]);
+    assert!(draw_bits(&dir.path().join("stopped/draws.zarr")) == whole);
+    assert_eq!(summary(&dir.path().join("stopped"))["interrupted"], false);
+
+    run_to_end(dir.path(), "whole", &["--resume"]);
+    assert!(draw_bits(&dir.path().join("whole/draws.zarr")) == whole);
+}
+
+/// What cannot be resumed says why: no run in the directory, or a different run file.
+#[test]
+fn a_resume_without_its_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let short = RUN.replace("iterations = 3_000_000", "iterations = 2_000");
+    std::fs::write(dir.path().join("run.toml"), &short).unwrap();
+    assert_command_fails_with(
+        &["run", "run.toml", "--out", "empty", "--resume"],
+        dir.path(),
+        &["holds no run to continue"],
+    );
+    run_to_end(dir.path(), "out", &[]);
+    std::fs::write(
+        dir.path().join("run.toml"),
+        short.replace("seed = 11", "seed = 12"),
+    )
+    .unwrap();
+    assert_command_fails_with(
+        &["run", "run.toml", "--out", "out", "--resume"],
+        dir.path(),
+        &["started with other settings"],
+    );
+    let both = common::sgmcmc(
+        &["run", "run.toml", "--out", "out", "--resume", "--overwrite"],
+        dir.path(),
+    );
+    assert!(!both.status.success());
+    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
+}

@@ -1,0 +1,161 @@
+//! Runs that outlive their process: what a run directory records so that `--resume` (or
+//! `resume=True` in Python) continues a killed or interrupted run with exactly the draws an
+//! uninterrupted one would have made.
+//!
+//! A run writes `checkpoints/run.json` ([`RunState`]) before its first draw: the run file as
+//! given, and the run file as resolved (the default path's choices; MAMBA's tuning is timed, so
+//! it is not run again), with the default path's report. Each chain's checkpoint
+//! (`checkpoints/chain-<c>.state`, [`sgmcmc::runner::Checkpoints`]) follows its draws in
+//! `draws.zarr`. To continue, the same run file is given again; the chains go on from their
+//! checkpoints, a chain without one starts afresh.
+
+use super::{DefaultPathReport, PipelineError};
+use crate::config::Config;
+use serde::{Deserialize, Serialize};
+use sgmcmc::io::{CheckpointDirectory, RunDirectory};
+use sgmcmc::model::Model;
+use std::path::PathBuf;
+
+/// Version of `run.json`'s layout.
+const FORMAT: u32 = 1;
+
+/// What `checkpoints/run.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunState {
+    /// The layout's version.
+    pub format: u32,
+    /// The run file as given (a continued run must be given the same).
+    pub run_file: serde_json::Value,
+    /// The run file as it runs (the default path's choices written out).
+    pub resolved: Config,
+    /// What the default path chose, when it ran.
+    pub default_path: Option<DefaultPathReport>,
+    /// The model's data points and parameters (data handed over from Python are not in the
+    /// run file: a continued run checks at least their shape).
+    pub num_data: usize,
+    /// The model's parameter names.
+    pub parameters: Vec<String>,
+}
+
+/// Where a run's draws and checkpoints go, and whether it continues an earlier run.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// The Zarr store of the draws.
+    pub zarr: PathBuf,
+    /// The chains' checkpoints (none: the run cannot be continued).
+    pub checkpoints: Option<CheckpointDirectory>,
+    /// Continue the chains from their checkpoints and the store's draws.
+    pub resume: bool,
+}
+
+impl RunOutput {
+    /// Draws into `zarr` only: no checkpoints.
+    pub fn draws_only(zarr: PathBuf) -> Self {
+        Self {
+            zarr,
+            checkpoints: None,
+            resume: false,
+        }
+    }
+
+    /// The draws (`draws.zarr`) and checkpoints of run directory `dir`.
+    pub fn in_directory(dir: &RunDirectory, resume: bool) -> Self {
+        Self {
+            zarr: dir.join("draws.zarr"),
+            checkpoints: Some(CheckpointDirectory::of(dir)),
+            resume,
+        }
+    }
+}
+
+fn as_json(cfg: &Config) -> serde_json::Value {
+    serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null)
+}
+
+fn file_error(
+    checkpoints: &CheckpointDirectory,
+    action: &'static str,
+    source: std::io::Error,
+) -> PipelineError {
+    PipelineError::File {
+        path: checkpoints.path().join("run.json"),
+        action,
+        source,
+    }
+}
+
+/// Records a new run in `dir` (before its first draw): `given` as the user gave it, `resolved`
+/// as it runs.
+pub fn record_run(
+    dir: &RunDirectory,
+    given: &Config,
+    model: &dyn Model,
+    resolved: &Config,
+    default_path: Option<&DefaultPathReport>,
+) -> Result<(), PipelineError> {
+    let state = RunState {
+        format: FORMAT,
+        run_file: as_json(given),
+        resolved: resolved.clone(),
+        default_path: default_path.cloned(),
+        num_data: model.num_data(),
+        parameters: model.parameter_names(),
+    };
+    let checkpoints = CheckpointDirectory::of(dir);
+    let text = serde_json::to_vec_pretty(&state).expect("a run state serialises");
+    checkpoints
+        .write_run_state(&text)
+        .map_err(|e| file_error(&checkpoints, "cannot write", e))
+}
+
+/// The run recorded in `dir`, checked against the run file `given` now and its `model`: the
+/// resolved file to run and the default path's report. An error names what does not match.
+pub fn recorded_run(
+    dir: &RunDirectory,
+    given: &Config,
+    model: &dyn Model,
+) -> Result<(Config, Option<DefaultPathReport>), PipelineError> {
+    let checkpoints = CheckpointDirectory::of(dir);
+    let text = checkpoints
+        .read_run_state()
+        .map_err(|e| file_error(&checkpoints, "cannot read", e))?
+        .ok_or_else(|| {
+            PipelineError::RunFile(format!(
+                "{} holds no run to continue (no checkpoints/run.json); run without --resume",
+                dir.path().display()
+            ))
+        })?;
+    let state: RunState = serde_json::from_str(&text).map_err(|e| {
+        PipelineError::RunFile(format!(
+            "{}: not a run state this version reads: {e}",
+            checkpoints.path().join("run.json").display()
+        ))
+    })?;
+    if state.format != FORMAT {
+        return Err(PipelineError::RunFile(format!(
+            "{}: run state format {}, this version reads {FORMAT}",
+            checkpoints.path().join("run.json").display(),
+            state.format
+        )));
+    }
+    if state.run_file != as_json(given) {
+        return Err(PipelineError::RunFile(format!(
+            "the run in {} was started with other settings; continue it with the same run file, \
+             or start a new run (another directory, or --overwrite)",
+            dir.path().display()
+        )));
+    }
+    let names = model.parameter_names();
+    if (state.num_data, &state.parameters) != (model.num_data(), &names) {
+        return Err(PipelineError::RunFile(format!(
+            "the run in {} was started on other data: {} data points and parameters ({}), now {} ({}); \
+             continue it with the same data",
+            dir.path().display(),
+            state.num_data,
+            state.parameters.join(", "),
+            model.num_data(),
+            names.join(", ")
+        )));
+    }
+    Ok((state.resolved, state.default_path))
+}
