@@ -838,14 +838,16 @@ pub fn read_store<'py>(
     path: PathBuf,
     variable: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (stored, statistics) = py
+    let (stored, mut statistics) = py
         .detach(|| {
             Ok::<_, sgmcmc::io::SinkError>((
-                sgmcmc::io::read_draws(&path, variable)?,
+                sgmcmc::io::read_all_chains(&path, variable)?,
                 sgmcmc::io::read_draw_statistics(&path)?,
             ))
         })
         .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
+    // Statistics are stored for the posterior's chains: none for a chain left out of it.
+    statistics.resize(stored.chains.len(), Vec::new());
     let dict = PyDict::new(py);
     let mut chains = Vec::with_capacity(stored.chains.len());
     for d in stored.chains {

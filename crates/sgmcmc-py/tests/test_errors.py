@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -131,6 +133,24 @@ def test_a_diverged_chain_is_left_out_or_kept_with_its_divergence(tmp_path) -> N
     np.testing.assert_array_equal(
         sgmcmc.load(tmp_path / "run").posterior["theta"].values, idata.posterior["theta"].values
     )
+    # The store as ArviZ opens it: its posterior is the valid chain only, so the summary is
+    # finite (before, it held chain 1's NaN rows and every mean was NaN).
+    assert_arviz_summary_is_finite(tmp_path / "run" / "draws.zarr", chains=[0])
+
+
+def assert_arviz_summary_is_finite(store: Path, chains: list[int]) -> None:
+    import warnings
+
+    import arviz as az
+    import xarray as xr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # all_chains is not an InferenceData group name
+        idata = az.InferenceData.from_datatree(xr.open_datatree(store, engine="zarr"))
+    assert list(idata.posterior["chain"].values) == chains
+    assert not idata.sample_stats["diverging"].values.any()
+    table = az.summary(idata)
+    assert np.isfinite(table["mean"].to_numpy()).all(), table
 
 
 def test_runs_that_keep_no_draws_are_refused(small_logistic) -> None:

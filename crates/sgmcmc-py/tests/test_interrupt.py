@@ -20,16 +20,28 @@ with warnings.catch_warnings(record=True) as caught:
     idata = sgmcmc.sample(
         sgmcmc.models.Logistic(x, y), sgmcmc.SGLD(step_size=1e-5), sgmcmc.Minibatch(batch_size=10),
         chains=2, iterations=500_000_000, burn_in=0, thin=100, bias_check=False, progress=False,
+        out=sys.argv[1],
     )
 draws = idata.posterior["theta"].values
+import arviz as az, xarray as xr
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    tree = xr.open_datatree(sys.argv[1] + "/draws.zarr", engine="zarr")
+    stored = az.InferenceData.from_datatree(tree)
+print("stored", bool(np.isfinite(az.summary(stored)["mean"].to_numpy()).all()), flush=True)
 print("draws", draws.shape[1], bool(np.isfinite(draws).all()), flush=True)
 print("warned", any("interrupted" in str(w.message) for w in caught), flush=True)
 """
 
 
-def test_sigint_returns_the_draws_so_far() -> None:
+def test_sigint_returns_the_draws_so_far(tmp_path) -> None:
+    """...and the store's posterior (chains stopped at different draws) gives a finite ArviZ
+    summary: the chains cut to the shortest (before, the shorter chain's NaN rows made it NaN)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
@@ -42,6 +54,7 @@ def test_sigint_returns_the_draws_so_far() -> None:
     assert int(kept) > 100, out
     assert finite == "True"
     assert lines["warned"] == "True"
+    assert lines["stored"] == "True"
 
 
 REFERENCE = """

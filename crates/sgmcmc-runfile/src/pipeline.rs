@@ -1236,20 +1236,21 @@ fn execute_keeping_draws(
             s
         })
         .collect();
+    let diverged = report.diverged_chains();
+    let summarised: Vec<usize> = (0..settings.chains)
+        .filter(|c| !diverged.contains(c))
+        .collect();
     if let Some(z) = zarr {
+        // ArviZ's posterior: the summarised chains cut to the shortest (every chain as run
+        // stays beside it), as the summary below sees them.
         let statistics: Vec<&[_]> = statistics.iter().map(Vec::as_slice).collect();
-        z.write_draw_statistics(&statistics)?;
-        z.finalize()?;
+        z.finalize_summarised(&summarised, &statistics)?;
     }
     let mut report = report;
     for (chain, s) in report.chains.iter_mut().zip(statistics) {
         chain.draw_statistics = s;
     }
 
-    let diverged = report.diverged_chains();
-    let summarised: Vec<usize> = (0..settings.chains)
-        .filter(|c| !diverged.contains(c))
-        .collect();
     let mut all = memory.into_chains();
     if let Some(earlier) = earlier {
         for (chain, mut draws) in all.iter_mut().zip(earlier) {

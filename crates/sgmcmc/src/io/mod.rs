@@ -20,9 +20,9 @@ pub use run_dir::{
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};
 #[cfg(feature = "zarr")]
-pub use zarr::{ZarrSink, read_draw_statistics};
+pub use zarr::{ALL_CHAINS, ZarrSink, read_draw_statistics};
 #[cfg(feature = "zarr")]
 pub use zarr_read::{
-    DEFAULT_VARIABLE, StoredDraws, default_variable, posterior_variables, read_draws,
-    read_posterior,
+    DEFAULT_VARIABLE, StoredDraws, default_variable, posterior_variables, read_all_chains,
+    read_draws, read_posterior,
 };

@@ -51,6 +51,9 @@ const CHUNK_BYTES: usize = 1 << 20;
 const MAX_CHUNK_DRAWS: usize = 4096;
 /// Elements per chunk of the `draw` coordinate.
 const COORD_CHUNK: u64 = 1 << 17;
+/// The group that keeps every chain's draws as run when the posterior shows fewer
+/// ([`ZarrSink::finalize_summarised`]).
+pub const ALL_CHAINS: &str = "all_chains";
 /// Value of the `inference_library` attribute; also marks stores this module may overwrite.
 const LIBRARY: &str = "sgmcmc";
 
@@ -200,6 +203,18 @@ impl ZarrSink {
                 "not a store written by sgmcmc; it cannot be continued".into()
             ));
         }
+        // A finished store whose posterior shows fewer chains or draws than were run: every
+        // chain's draws go back to where the run writes them.
+        let all = path.join(ALL_CHAINS);
+        if all.is_dir() {
+            let posterior = path.join("posterior");
+            let io = |p: &Path| {
+                let p = p.to_path_buf();
+                move |source| SinkError::Io { path: p, source }
+            };
+            fs::remove_dir_all(&posterior).map_err(io(&posterior))?;
+            fs::rename(&all, &posterior).map_err(io(&all))?;
+        }
         let root = path.to_path_buf();
         let store = Arc::new(FilesystemStore::new(path).map_err(|e| err(e.to_string()))?);
         let array = Array::open(store.clone(), &format!("/posterior/{variable}"))
@@ -316,20 +331,136 @@ impl ZarrSink {
     /// consolidated metadata (which xarray looks for). Chains shorter than the longest read
     /// as NaN after their last draw.
     pub fn finalize(self) -> Result<(), SinkError> {
-        let shared = self
-            .shared
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut array = shared.array;
+        self.set_final_extent()?;
+        self.consolidate()
+    }
+
+    /// Ends a run's store so that ArviZ sees only valid draws: `posterior` holds the
+    /// `summarised` chains (those that did not diverge), each cut to the shortest of them, with
+    /// their own numbers as the `chain` coordinate, and `sample_stats` their `statistics` (per
+    /// chain of the store) with `diverging` (false: no draw kept there diverged). Unless that is
+    /// every chain at full length, every chain's draws as run (a diverged chain's up to its
+    /// last finite draw, a shorter chain's NaN after its last) stay in the group `all_chains`,
+    /// whose attributes `draws_per_chain` and `summarised_chains` say what is where; the two
+    /// share their chunk files (hard links where the file system allows, else copies).
+    pub fn finalize_summarised(
+        self,
+        summarised: &[usize],
+        statistics: &[&[DrawStatistics]],
+    ) -> Result<(), SinkError> {
+        if statistics.len() != self.chains || summarised.iter().any(|&c| c >= self.chains) {
+            return Err(SinkError::InvalidConfig(format!(
+                "statistics of {} chains or summarised chains {summarised:?} in a store of {}",
+                statistics.len(),
+                self.chains
+            )));
+        }
+        let draws = self.draws_per_chain();
+        let length = summarised.iter().map(|&c| draws[c]).min().unwrap_or(0);
+        let kept: Vec<&[DrawStatistics]> = summarised
+            .iter()
+            .map(|&c| &statistics[c][..statistics[c].len().min(length)])
+            .collect();
+        if summarised.len() == self.chains && draws.iter().all(|&n| n == length) {
+            self.write_statistics_of(summarised, &kept, true)?;
+            return self.finalize();
+        }
+        self.set_final_extent()?;
+        let err = |e: String| zarr_err(&self.root, e);
+        let io = |path: PathBuf| move |source| SinkError::Io { path, source };
+        let (old_array, variable) = {
+            let shared = self.lock();
+            let path = shared.array.path().as_str().to_string();
+            let variable = path.rsplit('/').next().unwrap_or_default().to_string();
+            (shared.array.attributes().clone(), variable)
+        };
+        // Every chain as run moves to `all_chains`.
+        let all = self.root.join(ALL_CHAINS);
+        if all.exists() {
+            fs::remove_dir_all(&all).map_err(io(all.clone()))?;
+        }
+        fs::rename(self.root.join("posterior"), &all).map_err(io(all.clone()))?;
+        let mut attrs = arviz_attrs();
+        attrs.insert("draws_per_chain".into(), json!(draws));
+        attrs.insert("summarised_chains".into(), json!(summarised));
+        let group = GroupBuilder::new()
+            .attributes(attrs)
+            .build(self.store.clone(), &format!("/{ALL_CHAINS}"))
+            .map_err(|e| err(e.to_string()))?;
+        write_group_meta(&self.root, &group)?;
+
+        // The posterior: the summarised chains, `length` draws each.
+        let group = GroupBuilder::new()
+            .attributes(arviz_attrs())
+            .build(self.store.clone(), "/posterior")
+            .map_err(|e| err(e.to_string()))?;
+        write_group_meta(&self.root, &group)?;
+        let ids: Vec<i64> = summarised.iter().map(|&c| c as i64).collect();
+        write_coordinate(&self.root, &self.store, "posterior", "chain", &ids)?;
+        let draw_values: Vec<i64> = (0..length as i64).collect();
+        write_coordinate(&self.root, &self.store, "posterior", "draw", &draw_values)?;
+        let dim_name = format!("{variable}_dim_0");
+        let names: Vec<String> = old_array
+            .get("parameter_names")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        if names.len() == self.dim {
+            write_name_coordinate(&self.root, &self.store, &dim_name, &names)?;
+        } else {
+            let values: Vec<i64> = (0..self.dim as i64).collect();
+            write_coordinate(&self.root, &self.store, "posterior", &dim_name, &values)?;
+        }
+        let array = ArrayBuilder::new(
+            vec![summarised.len() as u64, length as u64, self.dim as u64],
+            vec![1, self.chunk_draws as u64, self.dim as u64],
+            data_type::float64(),
+            f64::NAN,
+        )
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some(["chain", "draw", dim_name.as_str()]))
+        .attributes(old_array)
+        .build(self.store.clone(), &format!("/posterior/{variable}"))
+        .map_err(|e| err(e.to_string()))?;
+        write_array_meta(&self.root, &array)?;
+        let source = Array::open(self.store.clone(), &format!("/{ALL_CHAINS}/{variable}"))
+            .map_err(|e| err(e.to_string()))?;
+        for (i, &c) in summarised.iter().enumerate() {
+            for k in 0..length.div_ceil(self.chunk_draws) as u64 {
+                let from = self.root.join(source.chunk_key(&[c as u64, k, 0]).as_str());
+                let to = self.root.join(array.chunk_key(&[i as u64, k, 0]).as_str());
+                if !from.is_file() {
+                    continue; // never written: reads as the fill value in both
+                }
+                if let Some(dir) = to.parent() {
+                    fs::create_dir_all(dir).map_err(io(dir.to_path_buf()))?;
+                }
+                let _ = fs::remove_file(&to);
+                if fs::hard_link(&from, &to).is_err() {
+                    fs::copy(&from, &to).map_err(io(to.clone()))?;
+                }
+            }
+        }
+        self.write_statistics_of(summarised, &kept, true)?;
+        self.consolidate()
+    }
+
+    /// Sets the draw extent to the longest chain and writes the `draw` coordinate.
+    fn set_final_extent(&self) -> Result<(), SinkError> {
+        let mut shared = self.lock();
         let max_draws = shared.draws.iter().copied().max().unwrap_or(0) as u64;
-        array
+        shared
+            .array
             .set_shape(vec![self.chains as u64, max_draws, self.dim as u64])
             .map_err(|e| zarr_err(&self.root, e.to_string()))?;
-        write_array_meta(&self.root, &array)?;
-
+        write_array_meta(&self.root, &shared.array)?;
+        shared.extent = max_draws;
+        drop(shared);
         let draw_values: Vec<i64> = (0..max_draws as i64).collect();
-        write_coordinate(&self.root, &self.store, "posterior", "draw", &draw_values)?;
+        write_coordinate(&self.root, &self.store, "posterior", "draw", &draw_values)
+    }
 
+    /// Writes the consolidated metadata (which xarray looks for) of what is on disk.
+    fn consolidate(&self) -> Result<(), SinkError> {
         // Consolidate from what is on disk, through a fresh store (no cached handles).
         let store = Arc::new(
             FilesystemStore::new(&self.root).map_err(|e| zarr_err(&self.root, e.to_string()))?,
@@ -359,6 +490,19 @@ impl ZarrSink {
                 self.chains
             )));
         }
+        let chains: Vec<usize> = (0..self.chains).collect();
+        self.write_statistics_of(&chains, statistics, false)
+    }
+
+    /// `sample_stats` of the store's chains `chains` (their numbers the `chain` coordinate),
+    /// `statistics[i]` being chain `chains[i]`'s; with `diverging`, also the (all false)
+    /// `diverging` array ArviZ looks for, so the group exists even without a statistic.
+    fn write_statistics_of(
+        &self,
+        chains: &[usize],
+        statistics: &[&[DrawStatistics]],
+        diverging: bool,
+    ) -> Result<(), SinkError> {
         let has =
             |get: &dyn Fn(&DrawStatistics) -> bool| statistics.iter().any(|c| c.iter().any(get));
         let floats: Vec<&FloatStatistic> = FLOAT_STATISTICS
@@ -366,7 +510,7 @@ impl ZarrSink {
             .filter(|f| has(&|s| (f.get)(s).is_some()))
             .collect();
         let accepted = has(&|s| s.accepted.is_some());
-        if floats.is_empty() && !accepted {
+        if floats.is_empty() && !accepted && !diverging {
             return Ok(());
         }
         let lengths: Vec<usize> = statistics.iter().map(|c| c.len()).collect();
@@ -378,7 +522,7 @@ impl ZarrSink {
             .build(self.store.clone(), "/sample_stats")
             .map_err(|e| zarr_err(&self.root, e.to_string()))?;
         write_group_meta(&self.root, &group)?;
-        let chain_values: Vec<i64> = (0..self.chains as i64).collect();
+        let chain_values: Vec<i64> = chains.iter().map(|&c| c as i64).collect();
         write_coordinate(
             &self.root,
             &self.store,
@@ -396,24 +540,48 @@ impl ZarrSink {
         )?;
 
         for f in floats {
-            self.write_statistic(f.name, extent, data_type::float64(), f64::NAN, |c| {
-                let mut v: Vec<f64> = statistics[c]
-                    .iter()
-                    .map(|s| (f.get)(s).unwrap_or(f64::NAN))
-                    .collect();
-                v.resize(extent, f64::NAN);
-                v
-            })?;
+            self.write_statistic(
+                f.name,
+                statistics.len(),
+                extent,
+                data_type::float64(),
+                f64::NAN,
+                |c| {
+                    let mut v: Vec<f64> = statistics[c]
+                        .iter()
+                        .map(|s| (f.get)(s).unwrap_or(f64::NAN))
+                        .collect();
+                    v.resize(extent, f64::NAN);
+                    v
+                },
+            )?;
         }
         if accepted {
-            self.write_statistic("accepted", extent, data_type::bool(), false, |c| {
-                let mut v: Vec<bool> = statistics[c]
-                    .iter()
-                    .map(|s| s.accepted.unwrap_or(false))
-                    .collect();
-                v.resize(extent, false);
-                v
-            })?;
+            self.write_statistic(
+                "accepted",
+                statistics.len(),
+                extent,
+                data_type::bool(),
+                false,
+                |c| {
+                    let mut v: Vec<bool> = statistics[c]
+                        .iter()
+                        .map(|s| s.accepted.unwrap_or(false))
+                        .collect();
+                    v.resize(extent, false);
+                    v
+                },
+            )?;
+        }
+        if diverging {
+            self.write_statistic(
+                "diverging",
+                statistics.len(),
+                extent,
+                data_type::bool(),
+                false,
+                |_| vec![false; extent],
+            )?;
         }
         Ok(())
     }
@@ -423,6 +591,7 @@ impl ZarrSink {
     fn write_statistic<T: zarrs::array::Element + Copy>(
         &self,
         name: &str,
+        rows: usize,
         extent: usize,
         data_type: zarrs::array::DataType,
         fill: T,
@@ -433,7 +602,7 @@ impl ZarrSink {
     {
         let err = |e: String| zarr_err(&self.root, e);
         let array = ArrayBuilder::new(
-            vec![self.chains as u64, extent as u64],
+            vec![rows as u64, extent as u64],
             vec![1, extent.max(1) as u64],
             data_type,
             zarrs::array::FillValue::from(fill),
@@ -443,7 +612,7 @@ impl ZarrSink {
         .build(self.store.clone(), &format!("/sample_stats/{name}"))
         .map_err(|e| err(e.to_string()))?;
         if extent > 0 {
-            for c in 0..self.chains {
+            for c in 0..rows {
                 array
                     .store_chunk(&[c as u64, 0], row(c))
                     .map_err(|e| err(e.to_string()))?;
@@ -911,7 +1080,24 @@ pub fn read_draw_statistics(path: &Path) -> Result<Vec<Vec<DrawStatistics>>, Sin
             }
         }
     }
-    Ok(out)
+    // Rows of some chains only (the posterior's, `finalize_summarised`): by chain number.
+    let ids: Option<Vec<i64>> = Array::open(store.clone(), "/sample_stats/chain")
+        .ok()
+        .and_then(|a| {
+            a.retrieve_array_subset(&ArraySubset::new_with_shape(a.shape().to_vec()))
+                .ok()
+        });
+    match ids {
+        Some(ids) if ids.len() == out.len() && ids.iter().all(|&id| id >= 0) => {
+            let chains = ids.iter().copied().max().map_or(0, |m| m as usize + 1);
+            let mut by_chain = vec![Vec::new(); chains];
+            for (id, row) in ids.into_iter().zip(out) {
+                by_chain[id as usize] = row;
+            }
+            Ok(by_chain)
+        }
+        _ => Ok(out),
+    }
 }
 
 #[cfg(test)]
@@ -1009,6 +1195,67 @@ mod tests {
             e.to_string().contains("not a store written by sgmcmc"),
             "{e}"
         );
+    }
+
+    /// A run with a diverged chain (1, short) and uneven others (Ctrl-C): the posterior holds
+    /// chains 0 and 2 cut to the shorter (7 draws, no NaN, chain coordinate [0, 2]) with their
+    /// statistics and `diverging`; `all_chains` keeps every draw as run; a reopened store goes
+    /// back to every chain's draws. Before, the posterior held every chain, NaN-padded, and
+    /// ArviZ's summary of it was NaN.
+    #[test]
+    fn the_posterior_shows_the_summarised_chains_and_all_chains_keeps_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dim, lens) = (2, [10, 4, 7]);
+        let path = dir.path().join("draws.zarr");
+        let names = vec!["a".to_string(), "b".to_string()];
+        let sink = ZarrSink::create(&path, 3, dim, "theta", &names, Some(3)).unwrap();
+        write_chains(&sink, &lens, dim);
+        let stats: Vec<Vec<DrawStatistics>> = lens
+            .iter()
+            .enumerate()
+            .map(|(c, &n)| {
+                (0..n)
+                    .map(|j| DrawStatistics {
+                        step_size: Some((100 * c + j) as f64),
+                        ..DrawStatistics::default()
+                    })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[DrawStatistics]> = stats.iter().map(Vec::as_slice).collect();
+        sink.finalize_summarised(&[0, 2], &refs).unwrap();
+
+        let posterior = read_draws(&path, "theta").unwrap();
+        assert_eq!(posterior.chains.len(), 2);
+        for (chain, c) in posterior.chains.iter().zip([0, 2]) {
+            let expected: Vec<f64> = (0..7)
+                .flat_map(|j| (0..dim).map(move |k| value(c, j, k)))
+                .collect();
+            assert_eq!(chain, &expected, "chain {c}");
+        }
+        assert_eq!(read_i64(&path, "chain"), vec![0, 2]);
+        assert_eq!(read_i64(&path, "draw"), (0..7).collect::<Vec<_>>());
+        let all = super::super::read_all_chains(&path, "theta").unwrap();
+        for (c, chain) in all.chains.iter().enumerate() {
+            assert_eq!(chain.len(), lens[c] * dim, "chain {c} as run");
+        }
+        let back = read_draw_statistics(&path).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(
+            back[1].len(),
+            0,
+            "the diverged chain is not in sample_stats"
+        );
+        assert_eq!(back[2].len(), 7);
+        assert_eq!(back[2][6].step_size, Some(206.0));
+        let group = path.join("sample_stats/diverging/zarr.json");
+        assert!(group.is_file(), "sample_stats has diverging");
+
+        let (sink, earlier) = ZarrSink::reopen(&path, "theta", &[10, 4, 7]).unwrap();
+        assert_eq!(earlier[1].len(), 4 * dim);
+        drop(sink);
+        assert!(!path.join(ALL_CHAINS).exists());
+        assert_eq!(read_draws(&path, "theta").unwrap().chains.len(), 3);
     }
 
     fn read_all(path: &Path, variable: &str) -> (Vec<u64>, Vec<f64>) {

@@ -69,6 +69,27 @@ pub fn read_posterior<S: AsRef<str>>(
     path: &Path,
     variables: &[S],
 ) -> Result<StoredDraws, SinkError> {
+    read_group(path, "posterior", variables)
+}
+
+/// Every chain's draws of `variable` as a run made them: the group `all_chains` of a store whose
+/// posterior shows only the chains that did not diverge, cut to the shortest
+/// ([`ZarrSink::finalize_summarised`](super::ZarrSink::finalize_summarised)), else the
+/// posterior's.
+pub fn read_all_chains(path: &Path, variable: &str) -> Result<StoredDraws, SinkError> {
+    let group = if path.join(super::zarr::ALL_CHAINS).is_dir() {
+        super::zarr::ALL_CHAINS
+    } else {
+        "posterior"
+    };
+    read_group(path, group, &[variable])
+}
+
+fn read_group<S: AsRef<str>>(
+    path: &Path,
+    group: &str,
+    variables: &[S],
+) -> Result<StoredDraws, SinkError> {
     let err = |m: String| zarr_err(path, m);
     let store = open_store(path)?;
     if variables.is_empty() {
@@ -80,7 +101,7 @@ pub fn read_posterior<S: AsRef<str>>(
         if !seen.insert(name) {
             return Err(err(format!("posterior/{name} is named twice")));
         }
-        read.push(read_variable(path, &store, name)?);
+        read.push(read_variable(path, &store, group, name)?);
     }
     let (chains, draws) = (read[0].chains, read[0].draws);
     if let Some(v) = read.iter().find(|v| (v.chains, v.draws) != (chains, draws)) {
@@ -171,10 +192,11 @@ struct Variable {
 fn read_variable(
     path: &Path,
     store: &Arc<FilesystemStore>,
+    group: &str,
     name: &str,
 ) -> Result<Variable, SinkError> {
     let err = |m: String| zarr_err(path, m);
-    let node = path.join("posterior").join(name);
+    let node = path.join(group).join(name);
     if !["zarr.json", ".zarray"]
         .iter()
         .any(|f| node.join(f).is_file())
@@ -184,8 +206,8 @@ fn read_variable(
             .unwrap_or_default();
         return Err(err(format!("no variable posterior/{name}{listed}")));
     }
-    let array = Array::open(store.clone(), &format!("/posterior/{name}"))
-        .map_err(|e| err(format!("cannot open posterior/{name}: {e}")))?;
+    let array = Array::open(store.clone(), &format!("/{group}/{name}"))
+        .map_err(|e| err(format!("cannot open {group}/{name}: {e}")))?;
     let shape: Vec<usize> = array.shape().iter().map(|&n| n as usize).collect();
     let [chains, draws, ref rest @ ..] = shape[..] else {
         return Err(err(format!(
