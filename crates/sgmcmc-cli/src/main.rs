@@ -130,8 +130,12 @@ enum Command {
         #[arg(long, value_name = "FILE.svg")]
         plot: Option<PathBuf>,
         /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "resume")]
         overwrite: bool,
+        /// Continue the tuning run in --out (killed, or stopped) after its last complete MAMBA
+        /// round, with the same run file (grid search and the heuristic run again whole).
+        #[arg(long)]
+        resume: bool,
     },
     /// Write a copy of a .npy feature matrix (and its targets) with the rows in a uniformly
     /// random order, out of core (two sequential passes through bucket files, at most --memory-mib
@@ -175,6 +179,15 @@ fn existing(overwrite: bool) -> sgmcmc::io::ExistingRun {
     }
 }
 
+/// What `--overwrite` or `--resume` asks of an output directory that holds an earlier run.
+fn existing_or_resume(overwrite: bool, resume: bool) -> sgmcmc::io::ExistingRun {
+    if resume {
+        sgmcmc::io::ExistingRun::Resume
+    } else {
+        existing(overwrite)
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -189,15 +202,7 @@ fn main() -> ExitCode {
             out,
             overwrite,
             resume,
-        } => commands::run(
-            &config,
-            &out,
-            if resume {
-                sgmcmc::io::ExistingRun::Resume
-            } else {
-                existing(overwrite)
-            },
-        ),
+        } => commands::run(&config, &out, existing_or_resume(overwrite, resume)),
         Command::Coreset {
             config,
             out,
@@ -226,7 +231,14 @@ fn main() -> ExitCode {
             out,
             plot,
             overwrite,
-        } => tune::tune(&config, &out, method, plot.as_deref(), existing(overwrite)),
+            resume,
+        } => tune::tune(
+            &config,
+            &out,
+            method,
+            plot.as_deref(),
+            existing_or_resume(overwrite, resume),
+        ),
         Command::Bench(args) => {
             sgmcmc_experiments::bench::bench(&args).map_err(anyhow::Error::from)
         }

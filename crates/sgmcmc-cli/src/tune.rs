@@ -5,7 +5,7 @@
 //! round as SVG (`--plot`).
 
 use anyhow::{Context, Result};
-use sgmcmc::io::{DrawSink, ExistingRun, RunDirectory, ZarrSink};
+use sgmcmc::io::{CheckpointDirectory, DrawSink, ExistingRun, RunDirectory, ZarrSink};
 use sgmcmc::model::Model;
 use sgmcmc::tuning::{ArmRound, GridPoint, TuneMetricSettings};
 use sgmcmc_experiments::plot::{self, Figure, Panel, Series, SeriesStyle};
@@ -60,6 +60,14 @@ pub fn tune(
     let session = TuneSession::new(&cfg, &prepared)?;
     let dir = RunDirectory::open(out, existing)?;
     let model = prepared.model();
+    let resume = existing == ExistingRun::Resume;
+    if resume {
+        pipeline::recorded_tuning(&dir, &cfg, model)?;
+        outln!("continuing the tuning run in {}", out.display());
+    } else {
+        pipeline::record_tuning(&dir, &cfg, model)?;
+    }
+    let checkpoints = CheckpointDirectory::of(&dir);
     outln!(
         "MAP and its full-data score: {:.2} s; metric scores: {}",
         session.map_seconds,
@@ -86,7 +94,11 @@ pub fn tune(
             csv_row(&mut csv, i + 1, r);
         }
     };
-    let tuned = session.tune(TuneMethod::from(method), &mut on_round)?;
+    let tuned = session.tune(
+        TuneMethod::from(method),
+        Some((&checkpoints, resume)),
+        &mut on_round,
+    )?;
     let wall = started.elapsed().as_secs_f64();
     match &tuned {
         Tuned::Mamba {
@@ -130,6 +142,13 @@ pub fn tune(
                 outcome.wall_seconds,
                 wall
             );
+            if outcome.resumed_rounds > 0 {
+                outln!(
+                    "continued after {} of {} rounds (their progress was saved; they did not run again)",
+                    outcome.resumed_rounds,
+                    outcome.rounds.len()
+                );
+            }
             if outcome.budget_unit == "s" {
                 outln!("wall clock / nominal budget T = {:.3}", wall / nominal);
             }

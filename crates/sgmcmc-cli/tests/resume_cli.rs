@@ -220,3 +220,102 @@ fn a_resume_without_its_run_is_refused() {
     assert!(!both.status.success());
     assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
 }
+
+/// MAMBA over 27 arms (η = 3: rounds of 27, 9 and 3 arms), budgets in gradient evaluations so
+/// that every run picks the same winner with the same draws.
+const TUNE_RUN: &str = "[data]\nsynthetic = { rows = 20_000, dim = 5, seed = 7 }\n\n\
+                        [model]\nkind = \"logistic\"\n\n\
+                        [sampler]\nkind = \"sgld\"\nstep_size = 7.7e-4\n\n\
+                        [gradient]\nbatch_size = \"1%\"\n\n\
+                        [run]\nseed = 3\nchains = 2\niterations = 300\n\n\
+                        [tune]\nbudget_gradient_evaluations = 3e7\nthin = 5\n\
+                        score_subsample = 500\nthreads = 2\n\n\
+                        [tune.grid]\nlog10_step_size = { from = -3, to = -7, by = 0.5 }\n\
+                        batch_size = [\"1%\", \"10%\", \"100%\"]\n";
+
+/// `tune.json` without what is timed (every `…seconds` key) and the count of resumed rounds.
+fn untimed(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .filter(|(k, _)| !k.ends_with("seconds") && *k != "resumed_rounds")
+                .map(|(k, v)| (k.clone(), untimed(v)))
+                .collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(untimed).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+fn tune_json(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("tune.json")).unwrap();
+    untimed(&serde_json::from_str(&text).unwrap())
+}
+
+/// `sgmcmc tune --resume` (issue 25): a tuning run killed (kill -9) after its first round
+/// continues from the progress saved then, runs only the later rounds, and ends with the
+/// uninterrupted run's rounds, winner and winner's draws (bit for bit); a sampling run's
+/// directory is not a tuning run's.
+#[cfg(unix)]
+#[test]
+fn a_tuning_run_killed_after_a_round_resumes_to_the_uninterrupted_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), TUNE_RUN).unwrap();
+    let tune = |out: &str, extra: &[&str]| {
+        let result = sgmcmc(dir.path())
+            .args(["tune", "run.toml", "--out", out])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
+        String::from_utf8_lossy(&result.stdout).into_owned()
+    };
+    tune("whole", &[]);
+    let whole = tune_json(&dir.path().join("whole"));
+    let whole_draws = draw_bits(&dir.path().join("whole/winner_draws.zarr"));
+
+    let mut child = sgmcmc(dir.path())
+        .args(["tune", "run.toml", "--out", "killed"])
+        .spawn()
+        .unwrap();
+    let progress = dir.path().join("killed/checkpoints/tune.state");
+    while !progress.exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before its first round's progress was seen"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !dir.path().join("killed/tune.json").exists(),
+        "killed before the end"
+    );
+
+    let out = tune("killed", &["--resume"]);
+    assert!(out.contains("continuing the tuning run"), "{out}");
+    // The first round was not run again (a resume from scratch also ends as `whole`).
+    let text = std::fs::read_to_string(dir.path().join("killed/tune.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let resumed = report["outcome"]["resumed_rounds"].as_u64().unwrap();
+    assert!((1..3).contains(&resumed), "{resumed} rounds resumed");
+    assert!(
+        out.contains(&format!("continued after {resumed} of 3 rounds")),
+        "{out}"
+    );
+    assert_eq!(tune_json(&dir.path().join("killed")), whole);
+    assert!(draw_bits(&dir.path().join("killed/winner_draws.zarr")) == whole_draws);
+    // Resuming the finished run runs no round and writes the same outcome.
+    tune("killed", &["--resume"]);
+    assert_eq!(tune_json(&dir.path().join("killed")), whole);
+
+    assert_command_fails_with(
+        &["run", "run.toml", "--out", "killed", "--resume"],
+        dir.path(),
+        &["holds a run of `sgmcmc tune`, not of `sgmcmc run`"],
+    );
+}

@@ -646,7 +646,7 @@ fn tune(
         }
     };
     let tuned = session
-        .tune(method, &mut on_round)
+        .tune(method, None, &mut on_round)
         .map_err(|e| message(&e))?;
     let report = tuned.report(session.map_seconds, started.elapsed().as_secs_f64());
     let winner = session.winner_config(tuned.winner());

@@ -49,8 +49,10 @@ pub use evaluation::{
     RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, prepare_model,
     split_dataset, test_rows, thin_pooled,
 };
-pub use resume::{RunOutput, record_run, recorded_run};
-pub use tune::{TuneMethod, TuneSession, Tuned, tune_budget, tune_metric, winner_config};
+pub use resume::{RunOutput, record_run, record_tuning, recorded_run, recorded_tuning};
+pub use tune::{
+    TUNE_PROGRESS, TuneMethod, TuneSession, Tuned, tune_budget, tune_metric, winner_config,
+};
 
 /// Anything that stops a run, as one line.
 #[derive(Debug, thiserror::Error)]
@@ -1112,7 +1114,7 @@ fn execute_keeping_draws(
     let map_seconds = map_start.elapsed().as_secs_f64();
 
     let memory = MemorySink::new(settings.chains, dim);
-    let continued = match output {
+    let mut continued = match output {
         Some(out) if out.resume => Some(continued_chains(out, settings.chains)?),
         _ => None,
     };
@@ -1224,18 +1226,14 @@ fn execute_keeping_draws(
     )?;
     // A continued chain's statistics: those of its earlier draws (as the earlier run wrote
     // them; none after a kill), then this run's.
-    let statistics: Vec<Vec<DrawStatistics>> = report
-        .chains
-        .iter()
-        .enumerate()
-        .map(|(c, r)| {
-            let mut s = continued
-                .as_ref()
-                .map_or_else(Vec::new, |k| k.statistics[c].clone());
-            s.extend_from_slice(&r.draw_statistics);
-            s
-        })
-        .collect();
+    let mut report = report;
+    if let Some(continued) = continued.as_mut() {
+        let earlier = std::mem::take(&mut continued.statistics);
+        for (chain, earlier) in report.chains.iter_mut().zip(earlier) {
+            let later = std::mem::replace(&mut chain.draw_statistics, earlier);
+            chain.draw_statistics.extend(later);
+        }
+    }
     let diverged = report.diverged_chains();
     let summarised: Vec<usize> = (0..settings.chains)
         .filter(|c| !diverged.contains(c))
@@ -1243,12 +1241,12 @@ fn execute_keeping_draws(
     if let Some(z) = zarr {
         // ArviZ's posterior: the summarised chains cut to the shortest (every chain as run
         // stays beside it), as the summary below sees them.
-        let statistics: Vec<&[_]> = statistics.iter().map(Vec::as_slice).collect();
+        let statistics: Vec<&[_]> = report
+            .chains
+            .iter()
+            .map(|c| c.draw_statistics.as_slice())
+            .collect();
         z.finalize_summarised(&summarised, &statistics)?;
-    }
-    let mut report = report;
-    for (chain, s) in report.chains.iter_mut().zip(statistics) {
-        chain.draw_statistics = s;
     }
 
     let mut all = memory.into_chains();

@@ -115,6 +115,7 @@ fn a_resumed_chain_continues_bit_for_bit() {
         "kind = \"sgnht\"\nstep_size = 1e-4",
         "kind = \"baoab\"\nstep_size = 1e-2\nfriction = 1.0",
         "kind = \"badodab\"\nstep_size = 1e-2",
+        "kind = \"ccadl\"\nstep_size = 1e-2\ndiffusion = 1.0",
     ];
     let gradients = [
         "estimator = \"minibatch\"\nbatch_size = 40",
@@ -186,7 +187,7 @@ fn a_resumed_chain_continues_bit_for_bit() {
             cases += 1;
         }
     }
-    assert_eq!(cases, 7 + 7 + 2 * 4);
+    assert_eq!(cases, 8 + 8 + 2 * 4);
 }
 
 /// A checkpoint is the chain's own: another chain's or another seed's is refused, and so are

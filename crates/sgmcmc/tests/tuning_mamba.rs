@@ -40,8 +40,8 @@ use sgmcmc::sampler::{Psgld, PsgldSettings, Sampler, StepSize};
 use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
 use sgmcmc::stein::{ImqKernel, Kernel};
 use sgmcmc::tuning::{
-    ArmRound, ArmSettings, MambaOutcome, MambaSettings, ScoreFunction, TuneBudget, TuneContext,
-    TuneGrid, TuneMetricSettings, expand_grid, mamba,
+    ArmRound, ArmSettings, MambaOutcome, MambaProgress, MambaSettings, ScoreFunction, TuneBudget,
+    TuneContext, TuneGrid, TuneMetricSettings, expand_grid, mamba, mamba_resumable,
 };
 
 fn sampler_settings(text: &str) -> SamplerSettings {
@@ -582,6 +582,80 @@ fn same_seed_same_outcome_on_any_thread_count() {
         m
     };
     assert_ne!(metrics(&one), metrics(&other), "another seed, other draws");
+}
+
+/// Resume (issue 25): the progress saved after each round, read back from its bytes and
+/// resumed, gives the uninterrupted run's outcome bit for bit (winner, every round's records
+/// but the timings, the winner's draws and last iterate); the resumed run replays the earlier
+/// rounds to `on_round` and runs only the later ones. Progress of another grid is refused.
+/// Same model and grid as the reproducibility test above (14 arms, η = 3: rounds of 14 and 4).
+#[test]
+fn a_run_resumed_after_any_round_ends_as_the_uninterrupted_run() {
+    let model = logistic(4000, &[1.0, -1.5, 0.5], 3);
+    let map = map_of(&model);
+    let mut score = vec![0.0; model.dim()];
+    FullDataEvaluator::new(&model).grad_log_posterior(&map, &mut score);
+    let ctx = TuneContext {
+        model: &model,
+        scores: ScoreFunction::control_variates(&model, &map, &score, 500, &mut stream(9, 99)),
+        start: map,
+        start_score: score,
+    };
+    let arms = expand_grid(
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
+        &gradient("estimator = \"control_variates\""),
+        &grid("log10_step_size = { from = -2, to = -5, by = 0.5 }\nbatch_size = [\"1%\", \"10%\"]"),
+    )
+    .unwrap();
+    let tuning = settings(3, TuneBudget::ArmEvaluations(2e6), 5, 2, 5);
+    let mut saved: Vec<Vec<u8>> = Vec::new();
+    let whole = mamba_resumable(&ctx, &arms, &tuning, None, &mut |_, _| {}, &mut |p| {
+        saved.push(p.encode().unwrap());
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(saved.len(), whole.rounds.len());
+    assert!(
+        whole.rounds.len() >= 2,
+        "the test needs a round after the first"
+    );
+    for (done, bytes) in saved.iter().enumerate() {
+        let progress = MambaProgress::decode(bytes, &arms, model.dim()).unwrap();
+        let mut seen = Vec::new();
+        let resumed = mamba_resumable(
+            &ctx,
+            &arms,
+            &tuning,
+            Some(progress),
+            &mut |records, _| seen.push(records[0].round),
+            &mut |_| Ok(()),
+        )
+        .unwrap();
+        assert_eq!(seen, (0..whole.rounds.len()).collect::<Vec<_>>());
+        assert_eq!(resumed.winner, whole.winner, "resumed after round {done}");
+        assert_eq!(resumed.winner_metric, whole.winner_metric);
+        assert_eq!(without_timings(&resumed), without_timings(&whole));
+        assert_eq!(resumed.winner_draws, whole.winner_draws);
+        assert_eq!(resumed.winner_position, whole.winner_position);
+    }
+    // The rounds after the first are not run again: no sampling time is spent in them.
+    let last = MambaProgress::decode(saved.last().unwrap(), &arms, model.dim()).unwrap();
+    let again = mamba_resumable(
+        &ctx,
+        &arms,
+        &tuning,
+        Some(last),
+        &mut |_, _| {},
+        &mut |_| panic!("no round runs after the last"),
+    )
+    .unwrap();
+    assert_eq!(again.winner_draws, whole.winner_draws);
+
+    // Progress of another grid (fewer arms) or another model dimension is refused.
+    let e = MambaProgress::decode(&saved[0], &arms[..3], model.dim()).unwrap_err();
+    assert!(e.to_string().contains("of a grid of 3 arms"), "{e}");
+    let e = MambaProgress::decode(&saved[0], &arms, model.dim() + 1).unwrap_err();
+    assert!(e.to_string().contains("not a multiple"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------------

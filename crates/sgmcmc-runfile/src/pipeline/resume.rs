@@ -8,6 +8,9 @@
 //! (`checkpoints/chain-<c>.state`, [`sgmcmc::runner::Checkpoints`]) follows its draws in
 //! `draws.zarr`. To continue, the same run file is given again; the chains go on from their
 //! checkpoints, a chain without one starts afresh.
+//!
+//! `sgmcmc tune` records its run the same way (command `tune`) and saves MAMBA's progress after
+//! every round (`checkpoints/tune.state`, [`sgmcmc::tuning::MambaProgress`]).
 
 use super::{DefaultPathReport, PipelineError};
 use crate::config::Config;
@@ -24,6 +27,9 @@ const FORMAT: u32 = 1;
 pub struct RunState {
     /// The layout's version.
     pub format: u32,
+    /// The command that runs in the directory: `run` (draws) or `tune` (MAMBA's rounds).
+    #[serde(default = "run_command")]
+    pub command: String,
     /// The run file as given (a continued run must be given the same).
     pub run_file: serde_json::Value,
     /// The run file as it runs (the default path's choices written out).
@@ -68,6 +74,15 @@ impl RunOutput {
     }
 }
 
+fn run_command() -> String {
+    RUN.to_string()
+}
+
+/// [`RunState::command`] of `sgmcmc run` (and `sample()` in Python).
+const RUN: &str = "run";
+/// [`RunState::command`] of `sgmcmc tune`.
+const TUNE: &str = "tune";
+
 fn as_json(cfg: &Config) -> serde_json::Value {
     serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null)
 }
@@ -93,8 +108,39 @@ pub fn record_run(
     resolved: &Config,
     default_path: Option<&DefaultPathReport>,
 ) -> Result<(), PipelineError> {
+    record(dir, RUN, given, model, resolved, default_path)
+}
+
+/// Records a new tuning run (`sgmcmc tune`) in `dir`, before its first round.
+pub fn record_tuning(
+    dir: &RunDirectory,
+    cfg: &Config,
+    model: &dyn Model,
+) -> Result<(), PipelineError> {
+    record(dir, TUNE, cfg, model, cfg, None)
+}
+
+/// Checks that `dir` holds a tuning run of `cfg` on `model`'s data, as [`recorded_run`] does
+/// for a sampling run.
+pub fn recorded_tuning(
+    dir: &RunDirectory,
+    cfg: &Config,
+    model: &dyn Model,
+) -> Result<(), PipelineError> {
+    recorded(dir, TUNE, cfg, model).map(|_| ())
+}
+
+fn record(
+    dir: &RunDirectory,
+    command: &str,
+    given: &Config,
+    model: &dyn Model,
+    resolved: &Config,
+    default_path: Option<&DefaultPathReport>,
+) -> Result<(), PipelineError> {
     let state = RunState {
         format: FORMAT,
+        command: command.to_string(),
         run_file: as_json(given),
         resolved: resolved.clone(),
         default_path: default_path.cloned(),
@@ -112,6 +158,15 @@ pub fn record_run(
 /// resolved file to run and the default path's report. An error names what does not match.
 pub fn recorded_run(
     dir: &RunDirectory,
+    given: &Config,
+    model: &dyn Model,
+) -> Result<(Config, Option<DefaultPathReport>), PipelineError> {
+    recorded(dir, RUN, given, model)
+}
+
+fn recorded(
+    dir: &RunDirectory,
+    command: &str,
     given: &Config,
     model: &dyn Model,
 ) -> Result<(Config, Option<DefaultPathReport>), PipelineError> {
@@ -136,6 +191,14 @@ pub fn recorded_run(
             "{}: run state format {}, this version reads {FORMAT}",
             checkpoints.path().join("run.json").display(),
             state.format
+        )));
+    }
+    if state.command != command {
+        return Err(PipelineError::RunFile(format!(
+            "{} holds a run of `sgmcmc {}`, not of `sgmcmc {command}`; continue it with that \
+             command, or start a new run (another directory, or --overwrite)",
+            dir.path().display(),
+            state.command
         )));
     }
     if state.run_file != as_json(given) {

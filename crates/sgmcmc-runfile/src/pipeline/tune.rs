@@ -7,12 +7,14 @@
 
 use super::{PipelineError, Prepared};
 use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig, TuneMetric};
+use sgmcmc::io::CheckpointDirectory;
 use sgmcmc::optim::MapResult;
 use sgmcmc::settings::SamplerSettings;
 use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel};
 use sgmcmc::tuning::{
-    ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaSettings, TuneBudget,
-    TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search, heuristic_arm, mamba,
+    ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaProgress, MambaSettings,
+    TuneBudget, TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search,
+    heuristic_arm, mamba, mamba_resumable,
 };
 use std::time::Instant;
 
@@ -31,6 +33,9 @@ pub struct TuneSession<'p> {
     /// The MAP the arms start from (and control variates centre on).
     pub map: MapResult,
 }
+
+/// The file of a run directory's checkpoints that holds MAMBA's progress.
+pub const TUNE_PROGRESS: &str = "tune.state";
 
 /// Which tuner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,17 +281,57 @@ impl<'p> TuneSession<'p> {
         )
     }
 
+    /// MAMBA saving its progress after every round in `checkpoints` (`tune.state`), and with
+    /// `resume` continuing from the progress saved there (from the start when there is none).
+    pub fn mamba_checkpointed(
+        &self,
+        settings: &MambaSettings,
+        checkpoints: &CheckpointDirectory,
+        resume: bool,
+        on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
+    ) -> Result<(Vec<ArmSettings>, MambaOutcome), TuneError> {
+        let arms = self.arms()?;
+        let path = checkpoints.path().join(TUNE_PROGRESS);
+        let unreadable =
+            |e: &dyn std::fmt::Display| TuneError::Resume(format!("{}: {e}", path.display()));
+        let progress = match resume {
+            true => checkpoints
+                .read_file(TUNE_PROGRESS)
+                .map_err(|e| unreadable(&e))?
+                .map(|bytes| MambaProgress::decode(&bytes, &arms, self.ctx.model.dim()))
+                .transpose()
+                .map_err(|e| unreadable(&e))?,
+            false => None,
+        };
+        let mut save = |p: &MambaProgress| {
+            let bytes = p.encode().map_err(|e| unreadable(&e))?;
+            checkpoints
+                .write_file(TUNE_PROGRESS, &bytes)
+                .map_err(|e| TuneError::Save(format!("{}: {e}", path.display())))
+        };
+        let outcome = mamba_resumable(&self.ctx, &arms, settings, progress, on_round, &mut save)?;
+        Ok((arms, outcome))
+    }
+
     /// Run `method`; `on_round` sees each of MAMBA's rounds as it ends (with the budget per arm
-    /// of that round).
+    /// of that round). With `checkpoints`, MAMBA saves its progress after every round and, when
+    /// `resume` is set, continues from it ([`TuneSession::mamba_checkpointed`]); grid search and
+    /// the heuristic run whole (they are deterministic).
     pub fn tune(
         &self,
         method: TuneMethod,
+        checkpoints: Option<(&CheckpointDirectory, bool)>,
         on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
     ) -> Result<Tuned, TuneError> {
         Ok(match method {
             TuneMethod::Mamba => {
                 let settings = self.mamba_settings()?;
-                let (arms, outcome) = self.mamba(&settings, on_round)?;
+                let (arms, outcome) = match checkpoints {
+                    Some((dir, resume)) => {
+                        self.mamba_checkpointed(&settings, dir, resume, on_round)?
+                    }
+                    None => self.mamba(&settings, on_round)?,
+                };
                 Tuned::Mamba {
                     arms,
                     settings,

@@ -39,8 +39,50 @@ fn shape_string(shape: &[usize]) -> String {
         .join(" x ")
 }
 
+/// Deepest bracket nesting accepted in a header's dictionary. A plain array's header nests 2
+/// deep (`{'shape': (3, 4)}`), a structured dtype's a little more; the Python-literal parser
+/// behind `Header::from_reader` takes time exponential in the depth (found by fuzzing: 80 `[`
+/// took more than 10 s), so deeper headers are refused before it sees them.
+const MAX_HEADER_NESTING: usize = 16;
+
+/// Refuses a header whose dictionary nests brackets deeper than [`MAX_HEADER_NESTING`].
+fn check_header_nesting(path: &str, bytes: &[u8]) -> Result<(), DataError> {
+    // Magic (6 bytes), version (2), then the header's length: u16 in version 1, u32 after.
+    let (start, len): (usize, usize) = match bytes.get(6) {
+        Some(1) if bytes.len() >= 10 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        Some(2 | 3) if bytes.len() >= 12 => (
+            12,
+            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
+        ),
+        // Anything else is left to the parser, which names the problem.
+        _ => return Ok(()),
+    };
+    let text = &bytes[start..bytes.len().min(start.saturating_add(len))];
+    let mut depth = 0usize;
+    for &b in text {
+        match b {
+            b'[' | b'(' | b'{' => {
+                depth += 1;
+                if depth > MAX_HEADER_NESTING {
+                    return Err(invalid(
+                        path,
+                        format!(
+                            "the header's dictionary nests brackets more than \
+                             {MAX_HEADER_NESTING} deep (a plain array's nests 2)"
+                        ),
+                    ));
+                }
+            }
+            b']' | b')' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Parses the header at the start of `bytes`; returns it with the data offset.
 fn parse_header(path: &str, bytes: &[u8]) -> Result<(Header, usize), DataError> {
+    check_header_nesting(path, bytes)?;
     let mut reader = bytes;
     let header = Header::from_reader(&mut reader).map_err(|e| match e {
         ReadHeaderError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
@@ -332,6 +374,27 @@ mod tests {
 
     fn grid(rows: usize, cols: usize) -> Array2<f64> {
         Array2::from_shape_fn((rows, cols), |(i, j)| (i * cols + j) as f64 + 0.5)
+    }
+
+    /// Found by fuzzing: a header nesting 80 brackets took more than 10 s to parse (the
+    /// message shows the guard, not the parser, answered).
+    #[test]
+    fn deeply_nested_header_is_refused_quickly() {
+        let dir = tmp();
+        let path = dir.path().join("nested.npy");
+        let dict = format!("{{'descr': '<f8', {}}}", "[".repeat(80));
+        let mut header = dict.into_bytes();
+        header.resize(118, b' ');
+        header.push(b'\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(&[0; 8]);
+        fs::write(&path, &bytes).unwrap();
+        let e = load_npy_vector(&path).unwrap_err().to_string();
+        assert!(e.contains("nests brackets more than 16 deep"), "{e}");
+        let e = load_npy_features(&path).unwrap_err().to_string();
+        assert!(e.contains("nests brackets"), "{e}");
     }
 
     #[test]

@@ -90,6 +90,12 @@ pub struct BatchTerms {
     pub population: usize,
 }
 
+crate::persist_fields!(BatchTerms {
+    rows,
+    weight,
+    population
+});
+
 impl BatchTerms {
     /// No random part: an exact estimate.
     pub const EXACT: Self = Self {

@@ -243,6 +243,26 @@ impl CheckpointDirectory {
         }
     }
 
+    /// Writes `bytes` to the file `name` of the folder atomically (a checkpoint other than a
+    /// chain's, such as a tuner's progress).
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        write_atomic(&self.dir.join(name), bytes)
+    }
+
+    /// The file `name` of the folder, or `None` when there is none.
+    pub fn read_file(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        match super::files::open_regular(&self.dir.join(name)) {
+            Ok(mut file) => {
+                let mut bytes = Vec::new();
+                io::Read::read_to_end(&mut file, &mut bytes)?;
+                Ok(Some(bytes))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Each chain's checkpoint (`None`: the chain took none).
     pub fn load(&self, chains: usize) -> io::Result<Vec<Option<Vec<u8>>>> {
         (0..chains)

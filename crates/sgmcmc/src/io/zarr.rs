@@ -166,7 +166,30 @@ impl ZarrSink {
         .map_err(|e| zarr_err(path, e.to_string()))?;
         write_array_meta(&root, &array)?;
 
-        Ok(ZarrSink {
+        Ok(Self::assemble(
+            root,
+            store,
+            dim,
+            chunk_draws,
+            array,
+            0,
+            vec![0; chains],
+        ))
+    }
+
+    /// The sink over an open draws array whose extent on disk is `extent` draws, chain `c`
+    /// having written `draws[c]` of them.
+    fn assemble(
+        root: PathBuf,
+        store: Arc<FilesystemStore>,
+        dim: usize,
+        chunk_draws: usize,
+        array: Array<FilesystemStore>,
+        extent: u64,
+        draws: Vec<usize>,
+    ) -> Self {
+        let chains = draws.len();
+        ZarrSink {
             root,
             store,
             chains,
@@ -174,11 +197,11 @@ impl ZarrSink {
             chunk_draws,
             shared: Mutex::new(Shared {
                 array,
-                extent: 0,
-                draws: vec![0; chains],
+                extent,
+                draws,
                 taken: vec![false; chains],
             }),
-        })
+        }
     }
 
     /// Reopens a store this module wrote (finalized or not) to continue its chains: chain `c`
@@ -296,19 +319,7 @@ impl ZarrSink {
             root_group.set_consolidated_metadata(None);
             write_group_meta(&root, &root_group)?;
         }
-        let sink = ZarrSink {
-            root,
-            store,
-            chains,
-            dim,
-            chunk_draws,
-            shared: Mutex::new(Shared {
-                array,
-                extent,
-                draws: kept.to_vec(),
-                taken: vec![false; chains],
-            }),
-        };
+        let sink = Self::assemble(root, store, dim, chunk_draws, array, extent, kept.to_vec());
         Ok((sink, earlier))
     }
 

@@ -61,6 +61,10 @@ pub struct TermMoments {
     term: Vec<f64>,
 }
 
+// What carries over from one batch to the next: the shift s (the last batch's mean, which
+// keeps the sums of the next well conditioned); the sums are emptied by every `begin`.
+crate::persist_fields!(TermMoments { shift, shift_set });
+
 impl TermMoments {
     /// An empty accumulator of the given shape for dimension `dim`.
     pub fn new(shape: CovarianceShape, dim: usize) -> Self {

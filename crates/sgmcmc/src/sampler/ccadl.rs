@@ -23,6 +23,7 @@ use super::{
     ChainState, Sampler, SamplerError, add_drift_and_noise, check_range, check_step,
     check_temperature, drift, kick, kinetic, resample_momentum, standard_normal,
 };
+use crate::checkpoint::{Persist, StateError, StateReader, StateWriter};
 use crate::estimator::{BatchTerms, GradientEstimator};
 use crate::rng::ChainRng;
 
@@ -130,6 +131,29 @@ impl Ccadl {
         })
     }
 
+    /// Sizes the noise covariance (its shape resolved for dimension `d`, Î₀ = 0) and the
+    /// workspace for a chain in dimension `d`.
+    fn size_for(&mut self, d: usize) {
+        let shape = self
+            .settings
+            .shape
+            .unwrap_or(if d > FULL_COVARIANCE_MAX_DIM {
+                CovarianceShape::Diagonal
+            } else {
+                CovarianceShape::Full
+            });
+        if self.covariance.shape() != shape || self.work.len() != d {
+            self.covariance = NoiseCovariance::new(shape, self.settings.options.kappa_constant);
+            let needs_function = shape == CovarianceShape::Full
+                && (self.settings.options.exponential_friction
+                    || self.settings.scheme == CcadlScheme::SghmcComparator);
+            self.matrix_function = needs_function.then(|| SymmetricFunction::new(d));
+            self.work = vec![0.0; d];
+            self.noise = vec![0.0; d];
+        }
+        self.covariance.reset(d);
+    }
+
     /// The settings in use.
     pub fn settings(&self) -> &CcadlSettings {
         &self.settings
@@ -227,7 +251,40 @@ impl Ccadl {
     }
 }
 
+/// The state between iterations: momentum, thermostat, θ with its cached estimate, the terms
+/// that estimate used and the running noise covariance Î (the rest is workspace, sized for θ
+/// when restored).
+impl Persist for Ccadl {
+    fn save(&self, w: &mut StateWriter) {
+        w.nested(5);
+        w.field("p", &self.p);
+        w.field("xi", &self.xi);
+        w.field("state", &self.state);
+        w.field("batch", &self.batch);
+        w.field("covariance", &self.covariance);
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        r.nested(5)?;
+        r.field("p", &mut self.p)?;
+        r.field("xi", &mut self.xi)?;
+        r.field("state", &mut self.state)?;
+        r.field("batch", &mut self.batch)?;
+        let d = self.state.theta.len();
+        if self.p.len() != d || self.state.grad.len() != d {
+            return Err(StateError::Invalid(format!(
+                "CCAdL's momentum has {} values and its score {}, its position {d}",
+                self.p.len(),
+                self.state.grad.len()
+            )));
+        }
+        self.size_for(d);
+        r.field("covariance", &mut self.covariance)
+    }
+}
+
 impl Sampler for Ccadl {
+    crate::checkpoint::state_through_persist!();
+
     /// ξ for CCAdL; none for the SGHMC comparator, whose friction is constant.
     fn thermostat_value(&self) -> Option<f64> {
         match self.settings.scheme {
@@ -245,25 +302,8 @@ impl Sampler for Ccadl {
 
     fn start(&mut self, theta0: &[f64], estimator: &mut dyn GradientEstimator, rng: &mut ChainRng) {
         let d = theta0.len();
-        let shape = self
-            .settings
-            .shape
-            .unwrap_or(if d > FULL_COVARIANCE_MAX_DIM {
-                CovarianceShape::Diagonal
-            } else {
-                CovarianceShape::Full
-            });
-        if self.covariance.shape() != shape || self.p.len() != d {
-            self.covariance = NoiseCovariance::new(shape, self.settings.options.kappa_constant);
-            let needs_function = shape == CovarianceShape::Full
-                && (self.settings.options.exponential_friction
-                    || self.settings.scheme == CcadlScheme::SghmcComparator);
-            self.matrix_function = needs_function.then(|| SymmetricFunction::new(d));
-            self.work = vec![0.0; d];
-            self.noise = vec![0.0; d];
-            self.p = vec![0.0; d];
-        }
-        self.covariance.reset(d);
+        self.size_for(d);
+        self.p.resize(d, 0.0);
         self.xi = self.settings.diffusion;
         self.state.theta.clear();
         self.state.theta.extend_from_slice(theta0);

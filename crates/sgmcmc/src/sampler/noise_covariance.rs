@@ -30,6 +30,35 @@ pub struct NoiseCovariance {
     moments: TermMoments,
 }
 
+/// Î, its update count and the terms' shift, restored into an estimator already sized for the
+/// chain (its shape and dimension; the batch's sums are filled anew by every estimate).
+impl crate::checkpoint::Persist for NoiseCovariance {
+    fn save(&self, w: &mut crate::checkpoint::StateWriter) {
+        w.nested(3);
+        w.field("updates", &self.updates);
+        w.field("estimate", &self.estimate);
+        w.field("moments", &self.moments);
+    }
+    fn load(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        r.nested(3)?;
+        r.field("updates", &mut self.updates)?;
+        let mut estimate = Vec::new();
+        r.field("estimate", &mut estimate)?;
+        if estimate.len() != self.estimate.len() {
+            return Err(crate::checkpoint::StateError::Invalid(format!(
+                "the noise covariance has {} values, this chain's {}",
+                estimate.len(),
+                self.estimate.len()
+            )));
+        }
+        self.estimate = estimate;
+        r.field("moments", &mut self.moments)
+    }
+}
+
 impl NoiseCovariance {
     /// An estimator of the given shape; `kappa` = None gives κₜ = 1/t, Some(κ) a constant κ in
     /// (0, 1].

@@ -48,6 +48,9 @@ pub struct Arm {
     rng: ChainRng,
 }
 
+// An arm's whole state between rounds, saved with MAMBA's progress (`super::progress`).
+crate::persist_fields!(Arm { position, rng });
+
 impl Arm {
     /// An arm that will start at `start`, drawing from `rng`.
     pub fn new(start: &[f64], rng: ChainRng) -> Self {

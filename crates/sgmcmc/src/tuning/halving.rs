@@ -190,12 +190,33 @@ pub fn successive_halving(
 /// as the round is ranked (e.g. to print it, or to free what pruned arms hold).
 pub fn successive_halving_observed(
     plan: &HalvingPlan,
+    run_round: impl FnMut(usize, &[usize], f64) -> Vec<f64>,
+    observe: impl FnMut(&RoundRecord),
+) -> HalvingOutcome {
+    successive_halving_resumed(plan, Vec::new(), run_round, observe)
+}
+
+/// [`successive_halving_observed`] continued after the rounds `done` (those of an interrupted
+/// run, in order from round 0): the next round runs the arms the last of them kept. With every
+/// round done, nothing runs and the outcome is `done`'s.
+pub fn successive_halving_resumed(
+    plan: &HalvingPlan,
+    done: Vec<RoundRecord>,
     mut run_round: impl FnMut(usize, &[usize], f64) -> Vec<f64>,
     mut observe: impl FnMut(&RoundRecord),
 ) -> HalvingOutcome {
-    let mut survivors: Vec<usize> = (0..plan.arms).collect();
-    let mut rounds = Vec::with_capacity(plan.rounds_run());
-    for round in 0..plan.rounds_run() {
+    let mut survivors: Vec<usize> = match done.last() {
+        Some(last) => last.kept.clone(),
+        None => (0..plan.arms).collect(),
+    };
+    let first = if survivors.is_empty() {
+        plan.rounds_run()
+    } else {
+        done.len()
+    };
+    let mut rounds = done;
+    rounds.reserve(plan.rounds_run().saturating_sub(first));
+    for round in first..plan.rounds_run() {
         let budget = plan.round_budget(survivors.len());
         let metrics = run_round(round, &survivors, budget);
         assert_eq!(

@@ -18,7 +18,8 @@
 use super::TuneError;
 use super::arm::Arm;
 use super::grid::ArmSettings;
-use super::halving::{HalvingPlan, successive_halving_observed};
+use super::halving::{HalvingPlan, successive_halving_resumed};
+use super::progress::{ArmProgress, MambaProgress};
 use super::scores::{ScoreFunction, TuneScores};
 use crate::estimator::{ControlVariates, FullDataEvaluator, GradientEstimator};
 use crate::model::Model;
@@ -357,6 +358,8 @@ pub struct MambaOutcome {
     pub overhead_seconds: f64,
     /// Threads the arms ran on.
     pub threads: usize,
+    /// Rounds taken from the saved progress of an interrupted run (not run again).
+    pub resumed_rounds: usize,
 }
 
 struct ArmState {
@@ -370,6 +373,21 @@ pub fn mamba(
     arms: &[ArmSettings],
     settings: &MambaSettings,
     on_round: &mut dyn FnMut(&[ArmRound], f64),
+) -> Result<MambaOutcome, TuneError> {
+    mamba_resumable(ctx, arms, settings, None, on_round, &mut |_| Ok(()))
+}
+
+/// [`mamba`], continued from `resume` (the progress of an interrupted run with the same
+/// settings: its rounds are not run again, and `on_round` sees them first, as they were), and
+/// handing `on_progress` the progress after every round (to save it; an error it returns stops
+/// the run and is returned).
+pub fn mamba_resumable(
+    ctx: &TuneContext<'_>,
+    arms: &[ArmSettings],
+    settings: &MambaSettings,
+    resume: Option<MambaProgress>,
+    on_round: &mut dyn FnMut(&[ArmRound], f64),
+    on_progress: &mut dyn FnMut(&MambaProgress) -> Result<(), TuneError>,
 ) -> Result<MambaOutcome, TuneError> {
     let started = Instant::now();
     if settings.thin == 0 {
@@ -386,7 +404,7 @@ pub fn mamba(
         plan = plan.with_float_round_count();
     }
     let workers = Workers::new(settings.threads)?;
-    let states: Vec<Mutex<ArmState>> = (0..arms.len())
+    let mut states: Vec<Mutex<ArmState>> = (0..arms.len())
         .map(|i| {
             Mutex::new(ArmState {
                 arm: Arm::new(&ctx.start, crate::rng::stream(settings.seed, i as u64)),
@@ -394,6 +412,23 @@ pub fn mamba(
             })
         })
         .collect();
+    let (done, earlier) = match resume {
+        Some(progress) => {
+            let done = resumed_rounds(&plan, &progress)?;
+            for a in progress.arms {
+                states[a.arm] = Mutex::new(ArmState {
+                    arm: a.state,
+                    draws: a.draws,
+                });
+            }
+            for (round, record) in progress.rounds.iter().zip(&done) {
+                on_round(round, record.budget_per_arm);
+            }
+            (done, progress.rounds)
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let resumed_rounds = done.len();
     let kernel = match &settings.metric {
         TuneMetricSettings::Ksd(k) | TuneMetricSettings::Fssd(k, _) => *k,
     };
@@ -403,9 +438,12 @@ pub fn mamba(
     };
     // Each round's records, pushed by `run_round` in survivor order and put in ranking order by
     // the observer once the halving has ranked them.
-    let records: RefCell<Vec<Vec<ArmRound>>> = RefCell::new(Vec::new());
-    let mut failure: Option<TuneError> = None;
+    let records: RefCell<Vec<Vec<ArmRound>>> = RefCell::new(earlier);
+    let failure: RefCell<Option<TuneError>> = RefCell::new(None);
     let run_round = |round: usize, survivors: &[usize], budget: f64| {
+        if failure.borrow().is_some() {
+            return vec![f64::INFINITY; survivors.len()];
+        }
         let arm_budget = settings.budget.arm_budget(budget);
         let results: Vec<Result<ArmRound, TuneError>> = workers.map(survivors.len(), &|i| {
             let a = survivors[i];
@@ -466,7 +504,7 @@ pub fn mamba(
             match r {
                 Ok(rec) => round_records.push(rec),
                 Err(e) => {
-                    failure.get_or_insert(e);
+                    failure.borrow_mut().get_or_insert(e);
                     return vec![f64::INFINITY; survivors.len()];
                 }
             }
@@ -494,9 +532,36 @@ pub fn mamba(
             }
         }
         on_round(round, ranked.budget_per_arm);
+        if failure.borrow().is_some() {
+            return;
+        }
+        // The arms the next round runs; after the last round with none kept, every arm of
+        // it (the winner is among them).
+        let carried: Vec<usize> = if ranked.kept.is_empty() {
+            ranked.ranking.iter().map(|r| r.0).collect()
+        } else {
+            ranked.kept.clone()
+        };
+        let progress = MambaProgress {
+            rounds: records.clone(),
+            arms: carried
+                .iter()
+                .map(|&arm| {
+                    let state = states[arm].lock().expect("no arm task panics");
+                    ArmProgress {
+                        arm,
+                        state: state.arm.clone(),
+                        draws: state.draws.clone(),
+                    }
+                })
+                .collect(),
+        };
+        if let Err(e) = on_progress(&progress) {
+            failure.borrow_mut().get_or_insert(e);
+        }
     };
-    let outcome = successive_halving_observed(&plan, run_round, observe);
-    if let Some(e) = failure {
+    let outcome = successive_halving_resumed(&plan, done, run_round, observe);
+    if let Some(e) = failure.into_inner() {
         return Err(e);
     }
     let rounds = records.into_inner();
@@ -518,7 +583,74 @@ pub fn mamba(
         sampling_seconds,
         overhead_seconds,
         threads: workers.len(),
+        resumed_rounds,
     })
+}
+
+/// The halving records of `progress`'s rounds, after checking that it fits `plan`: as many arms
+/// per round as the plan gives, and the surviving arms those its last round carried on.
+fn resumed_rounds(
+    plan: &HalvingPlan,
+    progress: &MambaProgress,
+) -> Result<Vec<super::RoundRecord>, TuneError> {
+    let sizes = plan.survivors_per_round();
+    let mismatch = |what: String| {
+        TuneError::Resume(format!(
+            "the saved progress does not fit this run's plan ({} arms, η = {}): {what}",
+            plan.arms(),
+            plan.eta()
+        ))
+    };
+    if progress.rounds.len() > sizes.len() {
+        return Err(mismatch(format!(
+            "{} rounds done of {}",
+            progress.rounds.len(),
+            sizes.len()
+        )));
+    }
+    let mut done = Vec::with_capacity(progress.rounds.len());
+    for (i, (round, &size)) in progress.rounds.iter().zip(&sizes).enumerate() {
+        if round.len() != size {
+            return Err(mismatch(format!(
+                "round {i} has {} arms, the plan {size}",
+                round.len()
+            )));
+        }
+        let ranking: Vec<(usize, f64)> = round
+            .iter()
+            .map(|r| {
+                (
+                    r.arm,
+                    if r.metric.is_nan() {
+                        f64::INFINITY
+                    } else {
+                        r.metric
+                    },
+                )
+            })
+            .collect();
+        let kept: Vec<usize> = round.iter().filter(|r| r.kept).map(|r| r.arm).collect();
+        done.push(super::RoundRecord {
+            round: i,
+            budget_per_arm: plan.round_budget(size),
+            ranking,
+            kept,
+        });
+    }
+    let mut carried: Vec<usize> = match done.last() {
+        Some(last) if last.kept.is_empty() => last.ranking.iter().map(|r| r.0).collect(),
+        Some(last) => last.kept.clone(),
+        None => Vec::new(),
+    };
+    let mut saved: Vec<usize> = progress.arms.iter().map(|a| a.arm).collect();
+    carried.sort_unstable();
+    saved.sort_unstable();
+    if carried != saved {
+        return Err(mismatch(format!(
+            "the arms saved ({saved:?}) are not those the last round kept ({carried:?})"
+        )));
+    }
+    Ok(done)
 }
 
 /// Workers for the arms: `threads` (0: one per core) single-thread rayon pools.

@@ -10,12 +10,14 @@
 //! - [`scores`]: scores at kept draws: exact, or a fixed-subsample control-variate surrogate.
 //! - [`mamba`]: Algorithm 1 with parallel arms, each charged its own thread CPU time.
 //! - [`baselines`]: grid search with a caller-supplied selection metric.
+//! - [`progress`]: MAMBA's progress after a round, as bytes, to resume an interrupted run.
 
 pub mod arm;
 pub mod baselines;
 pub mod grid;
 pub mod halving;
 pub mod mamba;
+pub mod progress;
 pub mod scores;
 
 pub use crate::runner::thread_cpu_seconds;
@@ -24,11 +26,13 @@ pub use baselines::{GridPoint, GridSearchOutcome, GridSearchSettings, grid_searc
 pub use grid::{ArmSettings, GridValues, TuneGrid, expand_grid, heuristic_arm};
 pub use halving::{
     HalvingError, HalvingOutcome, HalvingPlan, RoundRecord, successive_halving,
-    successive_halving_observed,
+    successive_halving_observed, successive_halving_resumed,
 };
 pub use mamba::{
     ArmRound, MambaOutcome, MambaSettings, TuneBudget, TuneContext, TuneMetricSettings, mamba,
+    mamba_resumable,
 };
+pub use progress::{ArmProgress, MambaProgress};
 pub use scores::{ScoreFunction, TuneScores};
 
 /// Errors of a tuning run.
@@ -67,6 +71,12 @@ pub enum TuneError {
     /// The halving plan is invalid.
     #[error(transparent)]
     Halving(#[from] HalvingError),
+    /// Saved progress that cannot be resumed (another run's, or damaged).
+    #[error("cannot resume the tuning run: {0}")]
+    Resume(String),
+    /// MAMBA's progress could not be saved.
+    #[error("cannot save the tuning progress: {0}")]
+    Save(String),
     /// An estimator could not be built.
     #[error(transparent)]
     Estimator(#[from] crate::estimator::EstimatorError),
