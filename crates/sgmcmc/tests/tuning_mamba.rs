@@ -511,6 +511,30 @@ fn map_of(model: &dyn Model) -> Vec<f64> {
     map.theta
 }
 
+/// Arms start at the MAP of `model`; the metric's scores are the control-variate surrogate on
+/// 500 points.
+fn context_at_map(model: &dyn Model) -> TuneContext<'_> {
+    let map = map_of(model);
+    let mut score = vec![0.0; model.dim()];
+    FullDataEvaluator::new(model).grad_log_posterior(&map, &mut score);
+    TuneContext {
+        model,
+        scores: ScoreFunction::control_variates(model, &map, &score, 500, &mut stream(9, 99)),
+        start: map,
+        start_score: score,
+    }
+}
+
+/// SGLD with control variates: 7 steps × batch 1 %, 10 % (14 arms).
+fn sgld_cv_arms() -> Vec<ArmSettings> {
+    expand_grid(
+        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
+        &gradient("estimator = \"control_variates\""),
+        &grid("log10_step_size = { from = -2, to = -5, by = 0.5 }\nbatch_size = [\"1%\", \"10%\"]"),
+    )
+    .unwrap()
+}
+
 fn without_timings(out: &MambaOutcome) -> Vec<Vec<ArmRound>> {
     out.rounds
         .iter()
@@ -534,21 +558,8 @@ fn without_timings(out: &MambaOutcome) -> Vec<Vec<ArmRound>> {
 #[test]
 fn same_seed_same_outcome_on_any_thread_count() {
     let model = logistic(4000, &[1.0, -1.5, 0.5], 3);
-    let map = map_of(&model);
-    let mut score = vec![0.0; model.dim()];
-    FullDataEvaluator::new(&model).grad_log_posterior(&map, &mut score);
-    let ctx = TuneContext {
-        model: &model,
-        scores: ScoreFunction::control_variates(&model, &map, &score, 500, &mut stream(9, 99)),
-        start: map,
-        start_score: score,
-    };
-    let arms = expand_grid(
-        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
-        &gradient("estimator = \"control_variates\""),
-        &grid("log10_step_size = { from = -2, to = -5, by = 0.5 }\nbatch_size = [\"1%\", \"10%\"]"),
-    )
-    .unwrap();
+    let ctx = context_at_map(&model);
+    let arms = sgld_cv_arms();
     let run = |threads: usize, seed: u64| {
         mamba(
             &ctx,
@@ -592,21 +603,8 @@ fn same_seed_same_outcome_on_any_thread_count() {
 #[test]
 fn a_run_resumed_after_any_round_ends_as_the_uninterrupted_run() {
     let model = logistic(4000, &[1.0, -1.5, 0.5], 3);
-    let map = map_of(&model);
-    let mut score = vec![0.0; model.dim()];
-    FullDataEvaluator::new(&model).grad_log_posterior(&map, &mut score);
-    let ctx = TuneContext {
-        model: &model,
-        scores: ScoreFunction::control_variates(&model, &map, &score, 500, &mut stream(9, 99)),
-        start: map,
-        start_score: score,
-    };
-    let arms = expand_grid(
-        &sampler_settings("kind = \"sgld\"\nstep_size = 1.0"),
-        &gradient("estimator = \"control_variates\""),
-        &grid("log10_step_size = { from = -2, to = -5, by = 0.5 }\nbatch_size = [\"1%\", \"10%\"]"),
-    )
-    .unwrap();
+    let ctx = context_at_map(&model);
+    let arms = sgld_cv_arms();
     let tuning = settings(3, TuneBudget::ArmEvaluations(2e6), 5, 2, 5);
     let mut saved: Vec<Vec<u8>> = Vec::new();
     let whole = mamba_resumable(&ctx, &arms, &tuning, None, &mut |_, _| {}, &mut |p| {
