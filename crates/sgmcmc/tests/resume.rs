@@ -1,8 +1,9 @@
 //! Checkpoints and resume (issue 25): a chain resumed from any of its checkpoints makes
 //! exactly the draws, bit for bit, that the uninterrupted chain makes after that point, for
 //! every stochastic-gradient sampler (with a step schedule too), every gradient estimator and
-//! both minibatch schemes; a checkpoint of another chain or seed is refused; a kernel that
-//! cannot be checkpointed runs without checkpoints and says why.
+//! both minibatch schemes, and for minibatch Metropolis–Hastings with each test; a checkpoint
+//! of another chain or seed is refused; a kernel that cannot be checkpointed runs without
+//! checkpoints and says why.
 
 mod common;
 
@@ -14,7 +15,7 @@ use sgmcmc::runner::{
     Budget, Chain, ChainStart, CheckpointStore, Checkpoints, NoProgress, RunError, RunReport,
     RunSettings, checkpoint_header, run_resumable,
 };
-use sgmcmc::sampler::{Scheduled, StepSchedule};
+use sgmcmc::sampler::{ChainKernel, Scheduled, StepSchedule};
 use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -99,6 +100,64 @@ fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
+/// Runs `sampler` with `gradient` whole, then with checkpoints (the same draws), then resumed
+/// from chain 1's 3rd, middle and second-to-last checkpoints: the rest of the whole run's
+/// draws, bit for bit.
+fn assert_resumes_bit_for_bit(
+    model: &dyn Model,
+    sampler: (&SamplerSettings, bool),
+    gradient: &EstimatorSettings,
+    centre: &[f64],
+    label: &str,
+) {
+    let (report, full) = run_with(model, sampler, gradient, centre, &[], None);
+    report.unwrap();
+    let store = Recorded::default();
+    let (report, again) = run_with(
+        model,
+        sampler,
+        gradient,
+        centre,
+        &[],
+        Some((&store, Duration::ZERO)),
+    );
+    let report = report.unwrap();
+    assert_eq!(
+        bits(&full[0]),
+        bits(&again[0]),
+        "{label}: checkpoints change draws"
+    );
+    assert!(
+        report.chains.iter().all(|c| c.checkpoints > 20),
+        "{label}: {:?}",
+        report.chains[0].checkpoint_note
+    );
+    let saved = store.0.into_inner().unwrap();
+    let of_chain_1: Vec<&Vec<u8>> = saved
+        .iter()
+        .filter(|(c, _)| *c == 1)
+        .map(|(_, b)| b)
+        .collect();
+    for k in [2, of_chain_1.len() / 2, of_chain_1.len() - 2] {
+        let bytes = of_chain_1[k];
+        let header = checkpoint_header(bytes).unwrap();
+        let starts = [ChainStart::Fresh, ChainStart::Resume(bytes.clone())];
+        let (report, resumed) = run_with(model, sampler, gradient, centre, &starts, None);
+        let report = report.unwrap();
+        let d = model.dim();
+        let done = header.progress.draws * d;
+        assert_eq!(
+            bits(&resumed[1]),
+            bits(&full[1][done..]),
+            "{label}: resumed from draw {} (iteration {})",
+            header.progress.draws,
+            header.progress.iterations
+        );
+        assert_eq!(bits(&resumed[0]), bits(&full[0]));
+        assert_eq!(report.chains[1].draws, full[1].len() / d);
+    }
+}
+
 /// For each case: the uninterrupted run's draws; then, from several of its checkpoints (a
 /// kill -9 leaves the last one), runs resumed from there whose draws are the rest of the
 /// uninterrupted run's, bit for bit. Break-once: the subsampler's index buffer not restored
@@ -137,62 +196,51 @@ fn a_resumed_chain_continues_bit_for_bit() {
             let sampler: SamplerSettings = toml::from_str(text).unwrap();
             let sampler = (&sampler, scheduled);
             let gradient: EstimatorSettings = toml::from_str(g).unwrap();
-            let (report, full) = run_with(&model, sampler, &gradient, &centre, &[], None);
-            report.unwrap();
-            let store = Recorded::default();
-            let (report, again) = run_with(
-                &model,
-                sampler,
-                &gradient,
-                &centre,
-                &[],
-                Some((&store, Duration::ZERO)),
-            );
-            let report = report.unwrap();
-            assert_eq!(
-                bits(&full[0]),
-                bits(&again[0]),
-                "{s} / {g}: checkpoints change draws"
-            );
-            assert!(
-                report.chains.iter().all(|c| c.checkpoints > 20),
-                "{s} / {g}"
-            );
-            let saved = store.0.into_inner().unwrap();
-            // Resume chain 1 (chain 0 fresh) from its 3rd, middle and second-to-last checkpoints.
-            let of_chain_1: Vec<&Vec<u8>> = saved
-                .iter()
-                .filter(|(c, _)| *c == 1)
-                .map(|(_, b)| b)
-                .collect();
-            for k in [2, of_chain_1.len() / 2, of_chain_1.len() - 2] {
-                let bytes = of_chain_1[k];
-                let header = checkpoint_header(bytes).unwrap();
-                let starts = [ChainStart::Fresh, ChainStart::Resume(bytes.clone())];
-                let (report, resumed) =
-                    run_with(&model, sampler, &gradient, &centre, &starts, None);
-                let report = report.unwrap();
-                let d = model.dim();
-                let done = header.progress.draws * d;
-                assert_eq!(
-                    bits(&resumed[1]),
-                    bits(&full[1][done..]),
-                    "{s} / {g}: resumed from draw {} (iteration {})",
-                    header.progress.draws,
-                    header.progress.iterations
-                );
-                assert_eq!(bits(&resumed[0]), bits(&full[0]));
-                assert_eq!(report.chains[1].draws, full[1].len() / d);
-            }
+            assert_resumes_bit_for_bit(&model, sampler, &gradient, &centre, &format!("{s} / {g}"));
             cases += 1;
         }
     }
     assert_eq!(cases, 8 + 8 + 2 * 4);
 }
 
+/// Minibatch Metropolis–Hastings chains resume bit for bit too: each test (Barker with the
+/// temperature raised on failure, the workshop test with smoothing, Austerity, the exact
+/// test), with the random-walk and a Langevin proposal, uniform and block minibatches.
+/// Break-once: without the subsampler's state in the checkpoint the Barker cases' resumed
+/// draws differed.
+#[test]
+fn a_resumed_mh_chain_continues_bit_for_bit() {
+    let model = model();
+    let centre = vec![0.1; model.dim()];
+    let walk = "proposal = { kind = \"random_walk\", sd = 0.05 }\nbatch_size = 40";
+    let cases = [
+        format!("{walk}\ntest = \"barker\"\npolicy = \"raise_temperature\""),
+        format!("{walk}\ntest = \"workshop\"\nminibatches = 3\nstd_smoothing = 0.5"),
+        format!("{walk}\ntest = \"austerity\""),
+        format!("{walk}\ntest = \"exact_metropolis\""),
+        "proposal = { kind = \"langevin\", step_size = 1e-3 }\nbatch_size = 40".to_string(),
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let sampler: SamplerSettings = toml::from_str(&format!("kind = \"mh\"\n{case}")).unwrap();
+        for g in ["batch_size = 40", "batch_size = 40\nscheme = \"block\""] {
+            if i == 3 && g.contains("block") {
+                continue;
+            }
+            let gradient: EstimatorSettings = toml::from_str(g).unwrap();
+            assert_resumes_bit_for_bit(
+                &model,
+                (&sampler, false),
+                &gradient,
+                &centre,
+                &format!("{case} / {g}"),
+            );
+        }
+    }
+}
+
 /// A checkpoint is the chain's own: another chain's or another seed's is refused, and so are
-/// damaged bytes; a kernel that cannot be checkpointed (minibatch MH) runs without
-/// checkpoints, saying why.
+/// damaged bytes; a kernel that cannot be checkpointed (one of the user's without
+/// `save_state`) runs without checkpoints, saying why.
 #[test]
 fn a_foreign_or_damaged_checkpoint_is_refused() {
     let model = model();
@@ -242,22 +290,54 @@ fn a_foreign_or_damaged_checkpoint_is_refused() {
         "{e}"
     );
 
-    let mh: SamplerSettings =
-        toml::from_str("kind = \"mh\"\nproposal = { kind = \"random_walk\", sd = 0.05 }").unwrap();
+    // A kernel of the user's without save_state (the trait's default) runs without
+    // checkpoints, saying why.
     let store = Recorded::default();
-    let report = run_with(
-        &model,
-        (&mh, false),
-        &gradient,
-        &centre,
+    let sink = MemorySink::new(1, 2);
+    let report = run_resumable(
+        &RunSettings {
+            chains: 1,
+            ..SETTINGS
+        },
+        |_, _: &mut ChainRng| {
+            Ok(Chain {
+                kernel: Box::new(Walk(vec![0.0; 2])),
+                init: vec![0.0; 2],
+            })
+        },
+        &sink,
+        &NoProgress,
+        &AtomicBool::new(false),
+        Some(&Checkpoints {
+            store: &store,
+            interval: Duration::ZERO,
+        }),
         &[],
-        Some((&store, Duration::ZERO)),
     )
-    .0
     .unwrap();
     assert!(store.0.into_inner().unwrap().is_empty());
     let note = report.chains[0].checkpoint_note.as_deref().unwrap();
     assert!(note.contains("cannot be checkpointed"), "{note}");
+}
+
+/// A random walk: a kernel with only the required methods.
+struct Walk(Vec<f64>);
+
+impl ChainKernel for Walk {
+    fn start(&mut self, init: &[f64], _: &mut ChainRng) {
+        self.0.copy_from_slice(init);
+    }
+    fn step(&mut self, rng: &mut ChainRng) {
+        let mut noise = vec![0.0; self.0.len()];
+        sgmcmc::rng::fill_standard_normal(rng, &mut noise);
+        self.0
+            .iter_mut()
+            .zip(noise)
+            .for_each(|(x, e)| *x += 0.1 * e);
+    }
+    fn position(&self) -> &[f64] {
+        &self.0
+    }
 }
 
 /// Into memory (a writer that holds nothing back) checkpoints follow the interval alone: with

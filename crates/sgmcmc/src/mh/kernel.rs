@@ -6,6 +6,7 @@
 use super::proposal::{Proposal, ProposalState};
 use super::ratio::LikelihoodRatios;
 use super::test::{AusterityTest, BarkerTest, Decision, ExactTest, Outcome, WorkshopTest};
+use crate::checkpoint::{Persist, StateError, StateReader, StateWriter};
 use crate::estimator::GradientEstimator;
 use crate::model::Model;
 use crate::rng::ChainRng;
@@ -113,7 +114,71 @@ impl<'m> MhKernel<'m> {
     }
 }
 
+/// The test's changing state: the Barker test's temperature, the workshop test's smoothed s
+/// (the others have none).
+impl Persist for AcceptanceTest {
+    fn save(&self, w: &mut StateWriter) {
+        match self {
+            AcceptanceTest::Barker(t) => w.field("barker", t),
+            AcceptanceTest::Workshop(t) => w.field("workshop", t),
+            AcceptanceTest::Austerity(_) => w.field_with("austerity", |w| w.nested(0)),
+            AcceptanceTest::Exact(_) => w.field_with("exact", |w| w.nested(0)),
+        }
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        match self {
+            AcceptanceTest::Barker(t) => r.field("barker", t),
+            AcceptanceTest::Workshop(t) => r.field("workshop", t),
+            AcceptanceTest::Austerity(_) => r.field_with("austerity", |r| r.nested(0)),
+            AcceptanceTest::Exact(_) => r.field_with("exact", |r| r.nested(0)),
+        }
+    }
+}
+
 impl ChainKernel for MhKernel<'_> {
+    /// θ, its log prior and score, the proposal's buffers, the test's state, the subsampler,
+    /// the counts and the gradient estimator's state.
+    fn save_state(&self, w: &mut StateWriter) {
+        w.nested(10);
+        w.field("theta", &self.theta);
+        w.field("log_prior", &self.log_prior);
+        w.field("score", &self.score);
+        w.field("proposal", &self.proposal_state);
+        w.field("test", &self.test);
+        w.field("ratios", &self.ratios);
+        w.field("stats", &self.stats);
+        w.field("accepted_before", &self.accepted_before);
+        w.field("counted", &self.counted);
+        w.field_with("estimator", |w| match &self.estimator {
+            Some(e) => e.save_state(w),
+            None => w.nested(0),
+        });
+    }
+    fn load_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        r.nested(10)?;
+        r.field("theta", &mut self.theta)?;
+        r.field("log_prior", &mut self.log_prior)?;
+        r.field("score", &mut self.score)?;
+        r.field("proposal", &mut self.proposal_state)?;
+        r.field("test", &mut self.test)?;
+        r.field("ratios", &mut self.ratios)?;
+        r.field("stats", &mut self.stats)?;
+        r.field("accepted_before", &mut self.accepted_before)?;
+        r.field("counted", &mut self.counted)?;
+        r.field_with("estimator", |r| match &mut self.estimator {
+            Some(e) => e.load_state(r),
+            None => r.nested(0),
+        })?;
+        let d = self.model.dim();
+        if self.theta.len() != d {
+            return Err(StateError::Invalid(format!(
+                "the MH chain's position has {} values, the model {d} parameters",
+                self.theta.len()
+            )));
+        }
+        Ok(())
+    }
+
     fn start(&mut self, theta0: &[f64], rng: &mut ChainRng) {
         self.theta.copy_from_slice(theta0);
         self.log_prior = self.model.log_prior(theta0);

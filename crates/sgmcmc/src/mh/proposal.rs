@@ -93,6 +93,13 @@ pub struct ProposalState {
     prior_gradient: Vec<f64>,
 }
 
+crate::persist_fields!(ProposalState {
+    proposal_score,
+    current_score,
+    momentum,
+    prior_gradient
+});
+
 impl ProposalState {
     /// ĝ_S at θ from the last gradient proposal (the score recorded when it is rejected).
     pub fn current_score(&self) -> &[f64] {

@@ -21,6 +21,10 @@ pub struct LikelihoodRatios<'m> {
     scratch: Scratch,
 }
 
+// The subsampler's state (its permutation or block stream) and the points drawn for the
+// current test; the ratio buffers are workspace.
+crate::persist_fields!(LikelihoodRatios<'_> { points, used });
+
 impl<'m> LikelihoodRatios<'m> {
     /// Ratios over the data of `model`.
     pub fn new(model: &'m dyn Model) -> Self {

@@ -90,6 +90,12 @@ pub struct BarkerTest {
     without_correction: bool,
 }
 
+// What changes as the chain runs: the temperature raised by `policy = "raise_temperature"`.
+crate::persist_fields!(BarkerTest {
+    temperature,
+    temperature_raises
+});
+
 impl BarkerTest {
     /// The test with batch increment `batch` (m ≥ 2), the correction `table` (its σ), the
     /// likelihood temperature `temperature` and the failure `policy`.
@@ -357,6 +363,26 @@ pub struct WorkshopTest {
     temperature: f64,
     smoothing: f64,
     smoothed: Option<f64>,
+}
+
+/// The smoothed s of the earlier decisions.
+impl crate::checkpoint::Persist for WorkshopTest {
+    fn save(&self, w: &mut crate::checkpoint::StateWriter) {
+        w.nested(2);
+        w.field("smoothed_set", &self.smoothed.is_some());
+        w.field("smoothed", &self.smoothed.unwrap_or(0.0));
+    }
+    fn load(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        r.nested(2)?;
+        let (mut set, mut value) = (false, 0.0);
+        r.field("smoothed_set", &mut set)?;
+        r.field("smoothed", &mut value)?;
+        self.smoothed = set.then_some(value);
+        Ok(())
+    }
 }
 
 impl WorkshopTest {

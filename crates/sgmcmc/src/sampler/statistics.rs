@@ -54,6 +54,74 @@ pub struct MhStatistics {
     pub final_temperature: f64,
 }
 
+/// The counts, the histogram as its (points, decisions) pairs, and the temperature.
+impl crate::checkpoint::Persist for MhStatistics {
+    fn save(&self, w: &mut crate::checkpoint::StateWriter) {
+        w.nested(3);
+        w.field_with("counts", |w| {
+            w.u64s(
+                [
+                    self.iterations,
+                    self.accepted,
+                    self.rejected,
+                    self.skipped,
+                    self.exhausted_by_sign,
+                    self.grown,
+                    self.rejected_by_prior,
+                    self.points,
+                ]
+                .into_iter(),
+            )
+        });
+        w.field_with("points_histogram", |w| {
+            let pairs: Vec<u64> = self
+                .points_histogram
+                .iter()
+                .flat_map(|(&points, &n)| [points as u64, n])
+                .collect();
+            w.u64s(pairs.into_iter())
+        });
+        w.field("final_temperature", &self.final_temperature);
+    }
+    fn load(
+        &mut self,
+        r: &mut crate::checkpoint::StateReader<'_>,
+    ) -> Result<(), crate::checkpoint::StateError> {
+        r.nested(3)?;
+        r.field_with("counts", |r| {
+            let counts: Vec<u64> = r.u64s()?.collect();
+            let [a, b, c, d, e, f, g, h] = counts[..] else {
+                return Err(crate::checkpoint::StateError::Invalid(format!(
+                    "MH counts: {} values, not 8",
+                    counts.len()
+                )));
+            };
+            (self.iterations, self.accepted, self.rejected, self.skipped) = (a, b, c, d);
+            (
+                self.exhausted_by_sign,
+                self.grown,
+                self.rejected_by_prior,
+                self.points,
+            ) = (e, f, g, h);
+            Ok(())
+        })?;
+        r.field_with("points_histogram", |r| {
+            let pairs: Vec<u64> = r.u64s()?.collect();
+            if !pairs.len().is_multiple_of(2) {
+                return Err(crate::checkpoint::StateError::Invalid(
+                    "MH points histogram: an odd number of values".into(),
+                ));
+            }
+            self.points_histogram = pairs
+                .chunks_exact(2)
+                .map(|p| (p[0] as usize, p[1]))
+                .collect();
+            Ok(())
+        })?;
+        r.field("final_temperature", &mut self.final_temperature)
+    }
+}
+
 impl MhStatistics {
     /// Fraction of iterations accepted.
     pub fn acceptance_rate(&self) -> f64 {
