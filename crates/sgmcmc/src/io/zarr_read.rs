@@ -214,6 +214,22 @@ fn read_variable(
             "posterior/{name} has shape {shape:?}, expected (chain, draw, ...)"
         )));
     };
+    // Limits before allocation: the metadata's shape, not the bytes on disk, sizes what is
+    // read (found by fuzzing: a (3, 52222222222, 1) array of one small chunk asked for 1.25 TB).
+    let bytes = shape
+        .iter()
+        .try_fold(8u128, |acc, &n| acc.checked_mul(n as u128))
+        .unwrap_or(u128::MAX);
+    if let Some(available) = crate::data::available_memory()
+        && bytes > available as u128
+    {
+        return Err(err(format!(
+            "posterior/{name} has shape {shape:?}: {:.1} GB as float64, more than the {:.1} GB \
+             of memory available",
+            bytes as f64 / 1e9,
+            available as f64 / 1e9
+        )));
+    }
     let whole = ArraySubset::new_with_shape(array.shape().to_vec());
     let retrieve = |e: zarrs::array::ArrayError| err(format!("cannot read posterior/{name}: {e}"));
     let dtype = array.data_type();
@@ -652,6 +668,27 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Found by fuzzing: a small store whose metadata declares a (3, 52222222222, 1) array
+    /// (1.25 TB as float64) aborted on the allocation; now it is refused before reading, with
+    /// the sizes.
+    #[test]
+    fn a_declared_shape_larger_than_memory_is_refused_before_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.zarr");
+        write_groups(&path, Format::V2);
+        let array = path.join("posterior").join("theta");
+        std::fs::create_dir_all(&array).unwrap();
+        let meta = json!({
+            "shape": [3, 52_222_222_222u64, 1], "chunks": [2, 5, 3], "dtype": "<f8",
+            "fill_value": 0.0, "order": "C", "filters": null, "dimension_separator": ".",
+            "compressor": null, "zarr_format": 2
+        });
+        std::fs::write(array.join(".zarray"), meta.to_string()).unwrap();
+        std::fs::write(array.join("0.0.0"), [0u8; 240]).unwrap();
+        let e = read_draws(&path, "theta").unwrap_err().to_string();
+        assert!(e.contains("1253.3 GB as float64, more than the"), "{e}");
     }
 
     /// The default variable: `theta` when present, else the only one.
