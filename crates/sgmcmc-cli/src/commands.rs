@@ -4,7 +4,9 @@ use crate::progress::{auto_progress, sharing_note};
 use anyhow::{Context, Result};
 use sgmcmc::data::synthetic;
 use sgmcmc::io::format_table;
-use sgmcmc::io::{DrawSink, ExistingRun, RunDirectory, ZarrSink, summarize_parameters};
+use sgmcmc::io::{
+    CheckpointDirectory, DrawSink, ExistingRun, RunDirectory, ZarrSink, summarize_parameters,
+};
 use sgmcmc::model::Model;
 use sgmcmc::reference::{self, NutsSettings};
 use sgmcmc_runfile::config::Config;
@@ -544,26 +546,48 @@ pub fn coreset(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
     Ok(())
 }
 
+/// The options of `sgmcmc reference` besides its run file.
+pub struct ReferenceOptions {
+    /// Number of chains.
+    pub chains: usize,
+    /// Warm-up iterations per chain.
+    pub warmup: usize,
+    /// Draws kept per chain.
+    pub draws: usize,
+    /// Seed (default: the run file's).
+    pub seed: Option<u64>,
+    /// A dense metric at the Laplace covariance.
+    pub dense_metric: bool,
+}
+
+/// Where `sgmcmc reference --out FILE` keeps its finished chains until the file is written:
+/// the run directory `FILE.partial` (locked while the run lasts; deleted once FILE is
+/// complete; kept after an interruption, for `--resume`).
+fn partial_reference(out: &Path) -> PathBuf {
+    let mut name = out.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
 /// `sgmcmc reference CONFIG --out FILE`: NUTS on the full-data posterior of the run file's model
-/// (built exactly as `run` builds it), a table, and the reference file.
+/// (built exactly as `run` builds it), a table, and the reference file. Each chain is saved in
+/// FILE.partial once finished, so that `--resume` after a kill or Ctrl-C runs only the chains
+/// that had not finished, and gives the reference an uninterrupted run would have.
 pub fn reference(
     config: &Path,
     out: &Path,
-    chains: usize,
-    warmup: usize,
-    draws: usize,
-    seed: Option<u64>,
-    dense_metric: bool,
+    options: &ReferenceOptions,
+    existing: ExistingRun,
 ) -> Result<()> {
     sgmcmc::io::check_replaceable(out)
         .with_context(|| format!("reference file {}", out.display()))?;
     let cfg = Config::from_file(config)?;
     let settings = NutsSettings {
-        chains,
-        warmup,
-        draws,
-        seed: seed.unwrap_or(cfg.run.seed),
-        dense_laplace_metric: dense_metric,
+        chains: options.chains,
+        warmup: options.warmup,
+        draws: options.draws,
+        seed: options.seed.unwrap_or(cfg.run.seed),
+        dense_laplace_metric: options.dense_metric,
         ..NutsSettings::default()
     };
     settings.validate()?;
@@ -575,6 +599,16 @@ pub fn reference(
             "cannot write the reference file {}: directory {} does not exist",
             out.display(),
             dir.display()
+        );
+    }
+    let partial = partial_reference(out);
+    let resume = existing == ExistingRun::Resume;
+    if resume && !partial.is_dir() {
+        anyhow::bail!(
+            "there is no interrupted reference run to continue for {} ({} does not exist); run \
+             without --resume",
+            out.display(),
+            partial.display()
         );
     }
     let data = pipeline::load_data(&cfg.data)?;
@@ -591,9 +625,44 @@ pub fn reference(
         settings.warmup,
         settings.seed
     );
+    let recorded_options = serde_json::json!({
+        "chains": settings.chains,
+        "warmup": settings.warmup,
+        "draws": settings.draws,
+        "seed": settings.seed,
+        "dense_metric": settings.dense_laplace_metric,
+    });
+    let dir = RunDirectory::open(&partial, existing)?;
+    let checkpoints = CheckpointDirectory::of(&dir);
+    let earlier = if resume {
+        pipeline::recorded_reference(&dir, &cfg, model.as_ref(), &recorded_options)?;
+        let earlier = checkpoints
+            .load(settings.chains)
+            .with_context(|| format!("cannot read {}", checkpoints.path().display()))?;
+        let done = earlier.iter().filter(|c| c.is_some()).count();
+        outln!(
+            "continuing the reference run in {}: {done} of {} chains finished earlier",
+            partial.display(),
+            settings.chains
+        );
+        earlier
+    } else {
+        pipeline::record_reference(&dir, &cfg, model.as_ref(), recorded_options)?;
+        Vec::new()
+    };
+    let finished = reference::FinishedChains {
+        store: &checkpoints,
+        earlier,
+    };
     let progress = auto_progress(settings.chains, Some(settings.warmup + settings.draws));
     install_interrupt_handler();
-    let result = reference::run_nuts_until(model.as_ref(), &settings, progress.as_ref(), &STOP)?;
+    let result = reference::run_nuts_resumable(
+        model.as_ref(),
+        &settings,
+        progress.as_ref(),
+        &STOP,
+        Some(&finished),
+    )?;
     drop(progress);
     let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
     let extra: Vec<(&str, &[f64])> = laplace_sd
@@ -637,11 +706,17 @@ pub fn reference(
     outln!("reference: {}", out.display());
     if result.interrupted {
         anyhow::bail!(
-            "interrupted: the reference was written from the {} draws per chain made so far (of {})",
+            "interrupted: the reference was written from the {} draws per chain made so far (of \
+             {}); the finished chains are kept in {}: the same command with --resume runs the rest",
             result.moments.draws_per_chain,
-            settings.draws
+            settings.draws,
+            partial.display()
         );
     }
+    // The reference is complete: its chains need not be kept.
+    drop(dir);
+    std::fs::remove_dir_all(&partial)
+        .with_context(|| format!("cannot delete {}", partial.display()))?;
     Ok(())
 }
 

@@ -87,6 +87,15 @@ enum Command {
         /// whitened coordinates, for badly conditioned posteriors.
         #[arg(long)]
         dense_metric: bool,
+        /// Start afresh, deleting the finished chains of an interrupted run of this reference
+        /// (FILE.partial) first (without it, they are refused).
+        #[arg(long, conflicts_with = "resume")]
+        overwrite: bool,
+        /// Continue an interrupted (killed, or stopped by Ctrl-C or SIGTERM) run of this
+        /// reference with the same run file and options: the chains it finished (kept in
+        /// FILE.partial) are not run again, and the reference is that of an uninterrupted run.
+        #[arg(long)]
+        resume: bool,
     },
     /// Stein discrepancies of stored draws: KSD (IMQ, c = 1, β = −1/2) with full-batch scores at
     /// every K-th draw of each chain, and optionally FSSD-opt.
@@ -216,7 +225,20 @@ fn main() -> ExitCode {
             draws,
             seed,
             dense_metric,
-        } => commands::reference(&config, &out, chains, warmup, draws, seed, dense_metric),
+            overwrite,
+            resume,
+        } => commands::reference(
+            &config,
+            &out,
+            &commands::ReferenceOptions {
+                chains,
+                warmup,
+                draws,
+                seed,
+                dense_metric,
+            },
+            existing_or_resume(overwrite, resume),
+        ),
         Command::Ksd {
             draws,
             config,

@@ -319,3 +319,101 @@ fn a_tuning_run_killed_after_a_round_resumes_to_the_uninterrupted_outcome() {
         &["holds a run of `sgmcmc tune`, not of `sgmcmc run`"],
     );
 }
+
+/// A NUTS reference of a few seconds: four chains on two threads, so that some finish while
+/// others still run.
+const REFERENCE_RUN: &str = "[data]\nsynthetic = { rows = 20_000, dim = 5, seed = 3 }\n\n\
+                             [model]\nkind = \"logistic\"\nprior_variance = 10.0\n\n\
+                             [run]\nseed = 7\n";
+
+/// `sgmcmc reference --resume` (issue 25): a reference run killed (kill -9) once a chain has
+/// finished runs only the unfinished chains again and writes the uninterrupted run's reference
+/// file, byte for byte; its finished chains (FILE.partial) are refused without --resume, and
+/// deleted once the file is complete.
+#[cfg(unix)]
+#[test]
+fn a_reference_run_killed_after_a_chain_resumes_to_the_uninterrupted_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), REFERENCE_RUN).unwrap();
+    let options = ["--chains", "4", "--warmup", "300", "--draws", "300"];
+    let reference = |out: &str, extra: &[&str]| {
+        let result = sgmcmc(dir.path())
+            .args(["reference", "run.toml", "--out", out])
+            .args(options)
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
+        String::from_utf8_lossy(&result.stdout).into_owned()
+    };
+    reference("whole.json", &[]);
+    let whole = std::fs::read(dir.path().join("whole.json")).unwrap();
+    assert!(!dir.path().join("whole.json.partial").exists());
+
+    let mut child = sgmcmc(dir.path())
+        .args(["reference", "run.toml", "--out", "killed.json"])
+        .args(options)
+        .spawn()
+        .unwrap();
+    let chains = dir.path().join("killed.json.partial/checkpoints");
+    let finished = || {
+        std::fs::read_dir(&chains).map_or(0, |entries| {
+            entries
+                .filter(|e| {
+                    let name = e.as_ref().unwrap().file_name();
+                    name.to_string_lossy().starts_with("chain-")
+                })
+                .count()
+        })
+    };
+    while finished() == 0 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before a finished chain was seen"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let kept = finished();
+    assert!((1..4).contains(&kept), "{kept} chains finished at the kill");
+    assert!(
+        !dir.path().join("killed.json").exists(),
+        "killed before the end"
+    );
+
+    assert_command_fails_with(
+        &["reference", "run.toml", "--out", "killed.json"],
+        dir.path(),
+        &["killed.json.partial already holds a run", "--resume"],
+    );
+    assert_command_fails_with(
+        &[
+            "reference",
+            "run.toml",
+            "--out",
+            "killed.json",
+            "--draws",
+            "200",
+            "--resume",
+        ],
+        dir.path(),
+        &["was started with other options"],
+    );
+    let out = reference("killed.json", &["--resume"]);
+    assert!(
+        out.contains(&format!("{kept} of 4 chains finished earlier")),
+        "{out}"
+    );
+    assert!(
+        std::fs::read(dir.path().join("killed.json")).unwrap() == whole,
+        "the resumed reference differs from the uninterrupted one"
+    );
+    assert!(!dir.path().join("killed.json.partial").exists());
+    assert_command_fails_with(
+        &["reference", "run.toml", "--out", "killed.json", "--resume"],
+        dir.path(),
+        &["no interrupted reference run to continue"],
+    );
+}

@@ -49,7 +49,10 @@ pub use evaluation::{
     RunModel, TestReport, TestSplit, has_predictive, prepare, prepare_data, prepare_model,
     split_dataset, test_rows, thin_pooled,
 };
-pub use resume::{RunOutput, record_run, record_tuning, recorded_run, recorded_tuning};
+pub use resume::{
+    RunOutput, record_reference, record_run, record_tuning, recorded_reference, recorded_run,
+    recorded_tuning,
+};
 pub use tune::{
     TUNE_PROGRESS, TuneMethod, TuneSession, Tuned, tune_budget, tune_metric, winner_config,
 };

@@ -8,8 +8,8 @@ mod common;
 use sgmcmc::diagnostics::ess_mean;
 use sgmcmc::model::{DataIndex, GaussianModel, Model, Scratch};
 use sgmcmc::reference::{
-    LaplaceError, NutsError, NutsReference, NutsSettings, ReferenceError, ReferenceMoments,
-    laplace, run_nuts,
+    LaplaceError, NutsChainReport, NutsError, NutsReference, NutsSettings, ReferenceError,
+    ReferenceMoments, laplace, run_nuts,
 };
 use sgmcmc::runner::NoProgress;
 
@@ -484,4 +484,131 @@ fn diagonal_curvature_is_fisher_plus_prior_and_thread_count_independent() {
         let again = pool.install(|| diagonal_curvature(&model, &mode).unwrap());
         assert_eq!(again, scales, "{threads} threads");
     }
+}
+
+/// Keeps the finished chains in memory and counts the chains that started.
+#[derive(Default)]
+struct KeptChains {
+    saved: std::sync::Mutex<Vec<(usize, Vec<u8>)>>,
+    started: std::sync::Mutex<Vec<usize>>,
+}
+
+impl sgmcmc::runner::CheckpointStore for KeptChains {
+    fn save(&self, chain: usize, checkpoint: &[u8]) -> Result<(), sgmcmc::io::SinkError> {
+        self.saved
+            .lock()
+            .unwrap()
+            .push((chain, checkpoint.to_vec()));
+        Ok(())
+    }
+}
+
+impl sgmcmc::runner::Progress for KeptChains {
+    fn chain_started(&self, chain: usize, _total: Option<usize>) {
+        self.started.lock().unwrap().push(chain);
+    }
+}
+
+/// (issue 25) A NUTS reference resumes per chain: given the chains an earlier run finished, it
+/// runs only the others and returns the uninterrupted run's draws and moments bit for bit; a
+/// saved chain of another chain or another seed is an error naming it, never used.
+///
+/// Break-once check: ignoring the earlier chains (running every chain again) made the count of
+/// started chains [0, 1, 2, 3] instead of [1, 3]; restored.
+#[test]
+fn nuts_resumes_per_chain_to_the_uninterrupted_reference() {
+    use sgmcmc::reference::{FinishedChains, run_nuts_resumable};
+    use std::sync::atomic::AtomicBool;
+    let model = GaussianModel::target(
+        &[1.0, -2.0, 0.5],
+        &[2.0, 0.3, 0.0, 0.3, 1.0, 0.0, 0.0, 0.0, 0.5],
+    )
+    .unwrap();
+    let settings = NutsSettings {
+        chains: 4,
+        warmup: 200,
+        draws: 300,
+        seed: 5,
+        ..NutsSettings::default()
+    };
+    let never = AtomicBool::new(false);
+    let first = KeptChains::default();
+    let fresh = FinishedChains {
+        store: &first,
+        earlier: Vec::new(),
+    };
+    let whole = run_nuts_resumable(&model, &settings, &first, &never, Some(&fresh)).unwrap();
+    let mut saved = first.saved.into_inner().unwrap();
+    saved.sort_by_key(|(c, _)| *c);
+    assert_eq!(
+        saved.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+
+    let second = KeptChains::default();
+    let resumed_chains = FinishedChains {
+        store: &second,
+        earlier: vec![Some(saved[0].1.clone()), None, Some(saved[2].1.clone())],
+    };
+    let resumed =
+        run_nuts_resumable(&model, &settings, &second, &never, Some(&resumed_chains)).unwrap();
+    let mut started = second.started.into_inner().unwrap();
+    started.sort_unstable();
+    assert_eq!(started, [1, 3], "only the unfinished chains run again");
+    let bits = |r: &NutsReference| -> Vec<Vec<u64>> {
+        r.draws
+            .iter()
+            .map(|c| c.iter().map(|v| v.to_bits()).collect())
+            .collect()
+    };
+    assert!(bits(&resumed) == bits(&whole), "the resumed draws differ");
+    assert_eq!(resumed.moments, whole.moments);
+    let untimed = |r: &NutsReference| -> Vec<NutsChainReport> {
+        r.chains
+            .iter()
+            .map(|c| NutsChainReport {
+                seconds: 0.0,
+                ..c.clone()
+            })
+            .collect()
+    };
+    assert_eq!(untimed(&resumed), untimed(&whole));
+    // The chains taken from the earlier run keep their reports, timing included.
+    assert_eq!(resumed.chains[2], whole.chains[2]);
+
+    for (earlier, needle) in [
+        (
+            vec![Some(saved[1].1.clone())],
+            "`chain` is 1 in the saved chain, 0 in this run",
+        ),
+        (vec![Some(saved[0].1[..40].to_vec())], "truncated"),
+    ] {
+        let store = KeptChains::default();
+        let wrong = FinishedChains {
+            store: &store,
+            earlier,
+        };
+        let e =
+            run_nuts_resumable(&model, &settings, &NoProgress, &never, Some(&wrong)).unwrap_err();
+        let message = e.to_string();
+        assert!(
+            message.contains("chain 0") && message.contains(needle),
+            "{message}"
+        );
+    }
+    let other_seed = NutsSettings {
+        seed: 6,
+        ..settings
+    };
+    let store = KeptChains::default();
+    let wrong = FinishedChains {
+        store: &store,
+        earlier: vec![Some(saved[0].1.clone())],
+    };
+    let e = run_nuts_resumable(&model, &other_seed, &NoProgress, &never, Some(&wrong)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`seed` is 5 in the saved chain, 6 in this run"),
+        "{e}"
+    );
 }

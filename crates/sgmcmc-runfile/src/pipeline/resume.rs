@@ -10,11 +10,15 @@
 //! checkpoints, a chain without one starts afresh.
 //!
 //! `sgmcmc tune` records its run the same way (command `tune`) and saves MAMBA's progress after
-//! every round (`checkpoints/tune.state`, [`sgmcmc::tuning::MambaProgress`]).
+//! every round (`checkpoints/tune.state`, [`sgmcmc::tuning::MambaProgress`]). `sgmcmc
+//! reference` records its run (command `reference`, with its NUTS options) in a directory
+//! beside the reference file and keeps each finished chain there
+//! ([`sgmcmc::reference::FinishedChains`]).
 
 use super::{DefaultPathReport, PipelineError};
 use crate::config::Config;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sgmcmc::io::{CheckpointDirectory, RunDirectory};
 use sgmcmc::model::Model;
 use std::path::PathBuf;
@@ -41,6 +45,10 @@ pub struct RunState {
     pub num_data: usize,
     /// The model's parameter names.
     pub parameters: Vec<String>,
+    /// The command's own options that the run depends on (`reference`: the NUTS settings;
+    /// null for `run` and `tune`, whose run file holds everything).
+    #[serde(default)]
+    pub options: serde_json::Value,
 }
 
 /// Where a run's draws and checkpoints go, and whether it continues an earlier run.
@@ -82,6 +90,8 @@ fn run_command() -> String {
 const RUN: &str = "run";
 /// [`RunState::command`] of `sgmcmc tune`.
 const TUNE: &str = "tune";
+/// [`RunState::command`] of `sgmcmc reference`.
+const REFERENCE: &str = "reference";
 
 fn as_json(cfg: &Config) -> serde_json::Value {
     serde_json::to_value(cfg).unwrap_or(serde_json::Value::Null)
@@ -108,7 +118,7 @@ pub fn record_run(
     resolved: &Config,
     default_path: Option<&DefaultPathReport>,
 ) -> Result<(), PipelineError> {
-    record(dir, RUN, given, model, resolved, default_path)
+    record(dir, RUN, given, model, resolved, default_path, Value::Null)
 }
 
 /// Records a new tuning run (`sgmcmc tune`) in `dir`, before its first round.
@@ -117,7 +127,37 @@ pub fn record_tuning(
     cfg: &Config,
     model: &dyn Model,
 ) -> Result<(), PipelineError> {
-    record(dir, TUNE, cfg, model, cfg, None)
+    record(dir, TUNE, cfg, model, cfg, None, Value::Null)
+}
+
+/// Records a new NUTS reference run (`sgmcmc reference`) of `cfg`'s model with `options` (its
+/// NUTS settings) in `dir`, before its first chain.
+pub fn record_reference(
+    dir: &RunDirectory,
+    cfg: &Config,
+    model: &dyn Model,
+    options: Value,
+) -> Result<(), PipelineError> {
+    record(dir, REFERENCE, cfg, model, cfg, None, options)
+}
+
+/// Checks that `dir` holds a reference run of `cfg` on `model`'s data with the same `options`.
+pub fn recorded_reference(
+    dir: &RunDirectory,
+    cfg: &Config,
+    model: &dyn Model,
+    options: &Value,
+) -> Result<(), PipelineError> {
+    let state = recorded(dir, REFERENCE, cfg, model)?;
+    if &state.options != options {
+        return Err(PipelineError::RunFile(format!(
+            "the reference run in {} was started with other options ({}), now {options}; \
+             continue it with the same options, or start afresh with --overwrite",
+            dir.path().display(),
+            state.options
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that `dir` holds a tuning run of `cfg` on `model`'s data, as [`recorded_run`] does
@@ -137,6 +177,7 @@ fn record(
     model: &dyn Model,
     resolved: &Config,
     default_path: Option<&DefaultPathReport>,
+    options: Value,
 ) -> Result<(), PipelineError> {
     let state = RunState {
         format: FORMAT,
@@ -146,6 +187,7 @@ fn record(
         default_path: default_path.cloned(),
         num_data: model.num_data(),
         parameters: model.parameter_names(),
+        options,
     };
     let checkpoints = CheckpointDirectory::of(dir);
     let text = serde_json::to_vec_pretty(&state).expect("a run state serialises");
@@ -161,7 +203,7 @@ pub fn recorded_run(
     given: &Config,
     model: &dyn Model,
 ) -> Result<(Config, Option<DefaultPathReport>), PipelineError> {
-    recorded(dir, RUN, given, model)
+    recorded(dir, RUN, given, model).map(|s| (s.resolved, s.default_path))
 }
 
 fn recorded(
@@ -169,7 +211,7 @@ fn recorded(
     command: &str,
     given: &Config,
     model: &dyn Model,
-) -> Result<(Config, Option<DefaultPathReport>), PipelineError> {
+) -> Result<RunState, PipelineError> {
     let checkpoints = CheckpointDirectory::of(dir);
     let text = checkpoints
         .read_run_state()
@@ -220,5 +262,5 @@ fn recorded(
             names.join(", ")
         )));
     }
-    Ok((state.resolved, state.default_path))
+    Ok(state)
 }

@@ -16,6 +16,6 @@ pub use laplace::{
 };
 #[cfg(feature = "nuts")]
 pub use nuts::{
-    LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError, NutsReference, NutsSettings,
-    run_nuts, run_nuts_until,
+    FinishedChains, LAPLACE_INIT_MAX_DIM, NUTS_RS_VERSION, NutsChainReport, NutsError,
+    NutsReference, NutsSettings, run_nuts, run_nuts_resumable, run_nuts_until,
 };

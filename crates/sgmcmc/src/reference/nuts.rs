@@ -18,6 +18,7 @@
 //! R-hat still compares chains that started apart.
 
 use super::laplace::{LaplaceApproximation, laplace_at, map_options};
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
 use crate::io::SinkError;
@@ -27,7 +28,9 @@ use crate::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::optim::{MapError, MapResult, find_map};
 use crate::precondition::{PreconditionedModel, Preconditioner};
 use crate::rng::{chain_stream, fill_standard_normal};
-use crate::runner::{Budget, ChainObserver, ChainPlan, ChainReport, Progress, Transition, drive};
+use crate::runner::{
+    Budget, ChainObserver, ChainPlan, ChainReport, CheckpointStore, Progress, Transition, drive,
+};
 use nuts_rs::{Chain, CpuLogpFunc, CpuMath, CpuMathError, HasDims, LogpError, Settings};
 use rayon::prelude::*;
 use std::cell::Cell;
@@ -170,6 +173,14 @@ pub enum NutsError {
         "NUTS reference: interrupted before every chain had finished its warm-up; there are no draws to keep"
     )]
     InterruptedInWarmup,
+    /// A finished chain could not be saved, or an earlier run's could not be read back.
+    #[error("NUTS reference, chain {chain}: {message}")]
+    Checkpoint {
+        /// The chain.
+        chain: usize,
+        /// The cause.
+        message: String,
+    },
 }
 
 /// What one chain did.
@@ -330,6 +341,99 @@ pub fn run_nuts(
     run_nuts_until(model, settings, progress, &AtomicBool::new(false))
 }
 
+/// The chains an earlier, interrupted run finished, and where this run keeps each chain it
+/// finishes: a NUTS reference resumes per chain. Chain c is a pure function of (seed, c), so
+/// a chain run again from its start gives the draws it would have given; only the chains not
+/// finished before the interruption are run again.
+pub struct FinishedChains<'a> {
+    /// Where each chain goes once it has all its draws ([`encode_chain`]).
+    pub store: &'a dyn CheckpointStore,
+    /// The earlier run's finished chains, by chain (`None`, or a shorter vector: run it).
+    pub earlier: Vec<Option<Vec<u8>>>,
+}
+
+/// Version of a finished chain's encoding (another version is refused).
+const CHAIN_FORMAT: u64 = 1;
+
+/// A finished chain as bytes: its report and its draws (in the sampler's coordinates), with
+/// the settings that made them, so that another run's chain is refused on reading.
+fn encode_chain(
+    settings: &NutsSettings,
+    report: &NutsChainReport,
+    draws: &[f64],
+) -> Result<Vec<u8>, StateError> {
+    let mut w = StateWriter::new();
+    w.field("format", &CHAIN_FORMAT);
+    w.field("chain", &report.chain);
+    w.field("seed", &settings.seed);
+    w.field("warmup", &settings.warmup);
+    w.field("draws", &settings.draws);
+    w.field("divergences", &report.divergences);
+    w.field("warmup_divergences", &report.warmup_divergences);
+    w.field("non_finite", &report.non_finite);
+    w.field("gradient_evaluations", &report.gradient_evaluations);
+    w.field("step_size", &report.step_size);
+    w.field("init", &report.init);
+    w.field("seconds", &report.seconds);
+    w.field_with("theta", |w| w.f64s(draws));
+    w.finish()
+}
+
+/// Reads chain `c` of a run with `settings` in `d` dimensions back from [`encode_chain`]'s bytes.
+fn decode_chain(
+    bytes: &[u8],
+    settings: &NutsSettings,
+    c: usize,
+    d: usize,
+) -> Result<(NutsChainReport, Vec<f64>), StateError> {
+    let mut r = StateReader::new(bytes);
+    let expect = |r: &mut StateReader<'_>, name: &str, wanted: u64| {
+        let mut found = 0_u64;
+        r.field(name, &mut found)?;
+        if found == wanted {
+            Ok(())
+        } else {
+            Err(StateError::Invalid(format!(
+                "`{name}` is {found} in the saved chain, {wanted} in this run"
+            )))
+        }
+    };
+    expect(&mut r, "format", CHAIN_FORMAT)?;
+    expect(&mut r, "chain", c as u64)?;
+    expect(&mut r, "seed", settings.seed)?;
+    expect(&mut r, "warmup", settings.warmup as u64)?;
+    expect(&mut r, "draws", settings.draws as u64)?;
+    let mut report = NutsChainReport {
+        chain: c,
+        divergences: 0,
+        warmup_divergences: 0,
+        non_finite: 0,
+        gradient_evaluations: 0,
+        step_size: f64::NAN,
+        init: vec![0.0; d],
+        seconds: 0.0,
+    };
+    r.field("divergences", &mut report.divergences)?;
+    r.field("warmup_divergences", &mut report.warmup_divergences)?;
+    r.field("non_finite", &mut report.non_finite)?;
+    r.field("gradient_evaluations", &mut report.gradient_evaluations)?;
+    r.field("step_size", &mut report.step_size)?;
+    r.field("init", &mut report.init)?;
+    r.field("seconds", &mut report.seconds)?;
+    let mut draws = Vec::new();
+    r.field("theta", &mut draws)?;
+    r.finish()?;
+    if report.init.len() != d || draws.len() != settings.draws * d {
+        return Err(StateError::Invalid(format!(
+            "the saved chain has {} values in {} dimensions, this run needs {} draws of {d}",
+            draws.len(),
+            report.init.len(),
+            settings.draws
+        )));
+    }
+    Ok((report, draws))
+}
+
 /// [`run_nuts`] that ends every chain at its next transition once `stop` is set (Ctrl-C): the
 /// reference then comes from the draws after warm-up made until then, each chain cut to the
 /// shortest ([`NutsReference::interrupted`]); stopped before every chain has one, it is
@@ -339,6 +443,19 @@ pub fn run_nuts_until(
     settings: &NutsSettings,
     progress: &dyn Progress,
     stop: &AtomicBool,
+) -> Result<NutsReference, NutsError> {
+    run_nuts_resumable(model, settings, progress, stop, None)
+}
+
+/// [`run_nuts_until`] that takes the chains `finished` holds from an earlier run instead of
+/// running them, and saves each chain it finishes there (see [`FinishedChains`]); the result
+/// is the one an uninterrupted run would have given, bit for bit.
+pub fn run_nuts_resumable(
+    model: &dyn Model,
+    settings: &NutsSettings,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+    finished: Option<&FinishedChains<'_>>,
 ) -> Result<NutsReference, NutsError> {
     settings.validate()?;
     let d = model.dim();
@@ -379,7 +496,27 @@ pub fn run_nuts_until(
     let started = Instant::now();
     let results: Vec<(NutsChainReport, Vec<f64>)> = (0..settings.chains)
         .into_par_iter()
-        .map(|c| run_chain(target, settings, c, &start, &scale, progress, stop))
+        .map(|c| {
+            let checkpoint_error = |e: &dyn std::fmt::Display| NutsError::Checkpoint {
+                chain: c,
+                message: e.to_string(),
+            };
+            let earlier = finished
+                .and_then(|f| f.earlier.get(c))
+                .and_then(Option::as_ref);
+            if let Some(bytes) = earlier {
+                return decode_chain(bytes, settings, c, d).map_err(|e| checkpoint_error(&e));
+            }
+            let (report, draws) = run_chain(target, settings, c, &start, &scale, progress, stop)?;
+            if let Some(f) = finished
+                && draws.len() == settings.draws * d
+            {
+                let bytes =
+                    encode_chain(settings, &report, &draws).map_err(|e| checkpoint_error(&e))?;
+                f.store.save(c, &bytes).map_err(|e| checkpoint_error(&e))?;
+            }
+            Ok((report, draws))
+        })
         .collect::<Result<_, _>>()?;
     let seconds = started.elapsed().as_secs_f64();
     let (mut chains, mut draws): (Vec<_>, Vec<_>) = results.into_iter().unzip();
