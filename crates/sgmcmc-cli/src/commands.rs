@@ -440,12 +440,23 @@ pub fn run(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
 
 /// `sgmcmc coreset CONFIG --out DIR`: Coreset MCMC on a coreset run file; writes coreset.json
 /// (points, weights, hot start, metric along the run), draws.zarr (the draws after training) and
-/// summary.json (their per-parameter summary).
+/// summary.json (their per-parameter summary). The run's whole state is checkpointed in
+/// DIR/checkpoints; `--resume` continues a killed or interrupted run from there.
 pub fn coreset(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
     let cfg = CoresetFile::from_file(config)?;
     let dir = RunDirectory::open(out, existing)?;
+    let checkpoints = CheckpointDirectory::of(&dir);
+    let resume = existing == ExistingRun::Resume;
     install_interrupt_handler();
-    let outcome = pipeline::run_coreset_file(&cfg, &STOP)?;
+    let outcome = pipeline::run_coreset_file(
+        &cfg,
+        &STOP,
+        Some(pipeline::CoresetCheckpointing {
+            directory: &checkpoints,
+            resume,
+        }),
+    )?;
+
     let run = &outcome.run;
     let names = &outcome.parameter_names;
     let chains: Vec<&[f64]> = run.draws.iter().map(Vec::as_slice).collect();
@@ -500,6 +511,12 @@ pub fn coreset(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
 
     let total: f64 = weights.iter().sum();
     let nonzero = weights.iter().filter(|w| **w > 0.0).count();
+    if resume {
+        outln!(
+            "continued the coreset run in {} from its checkpoint",
+            out.display()
+        );
+    }
     outln!(
         "coreset of M = {} from N = {}: {} with the {} kernel, {} iterations in {:.2} s",
         run.coreset.len(),
@@ -541,7 +558,12 @@ pub fn coreset(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
         summary_path.display()
     );
     if run.stopped.is_some() {
-        anyhow::bail!("the coreset run stopped early; what it had is saved");
+        anyhow::bail!(
+            "the coreset run stopped early; what it had is saved, and `sgmcmc coreset {} --out {} \
+             --resume` continues it",
+            config.display(),
+            out.display()
+        );
     }
     Ok(())
 }

@@ -60,8 +60,13 @@ enum Command {
         #[arg(long, default_value = "coreset_out")]
         out: PathBuf,
         /// Delete an earlier run's outputs in --out first (without it, such a directory is refused).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "resume")]
         overwrite: bool,
+        /// Continue the run in --out (killed, or stopped by Ctrl-C or SIGTERM) from its
+        /// checkpoint, with the same run file: the weights and draws are those of an
+        /// uninterrupted run.
+        #[arg(long)]
+        resume: bool,
     },
     /// Full-data reference posterior of a run file's model by NUTS (nuts-rs): prints mean, sd, ESS and
     /// R-hat per parameter and writes the reference moments (JSON).
@@ -216,7 +221,8 @@ fn main() -> ExitCode {
             config,
             out,
             overwrite,
-        } => commands::coreset(&config, &out, existing(overwrite)),
+            resume,
+        } => commands::coreset(&config, &out, existing_or_resume(overwrite, resume)),
         Command::Reference {
             config,
             out,

@@ -1,6 +1,7 @@
 //! `sgmcmc run --resume` (issue 25): a run killed at a random moment (kill -9) or stopped
 //! (Ctrl-C) is continued from its chains' checkpoints and ends with exactly the draws of an
-//! uninterrupted run; a killed chain loses at most one checkpoint interval of sampling.
+//! uninterrupted run (its `sample_stats` included); a killed chain loses at most one
+//! checkpoint interval of sampling.
 //!
 //! `SGMCMC_KILLS=20 cargo test --release -p sgmcmc-cli --test resume_cli -- --nocapture` runs
 //! the kill -9 test with 20 kills (3 by default) and prints what each lost.
@@ -8,7 +9,7 @@
 mod common;
 
 use common::assert_command_fails_with;
-use sgmcmc::io::read_draws;
+use sgmcmc::io::{read_draw_statistics, read_draws};
 use sgmcmc::runner::checkpoint_header;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -92,6 +93,12 @@ fn a_run_killed_at_random_moments_resumes_to_the_uninterrupted_draws() {
     let length = Duration::from_secs_f64(0.2 + sampling);
     let whole = draw_bits(&dir.path().join("whole/draws.zarr"));
     assert_eq!(whole.len(), 2);
+    let whole_statistics = read_draw_statistics(&dir.path().join("whole/draws.zarr")).unwrap();
+    assert!(
+        whole_statistics
+            .iter()
+            .all(|c| !c.is_empty() && c[0].step_size.is_some())
+    );
     let total_iterations = 3_001_000;
     let mut rng = 0x5eed_u64;
     for k in 0..kills {
@@ -147,6 +154,12 @@ fn a_run_killed_at_random_moments_resumes_to_the_uninterrupted_draws() {
         assert!(
             draw_bits(&dir.path().join(&out).join("draws.zarr")) == whole,
             "kill {k} at {at:?}: the resumed draws differ from the uninterrupted run's"
+        );
+        // sample_stats too: the draws before the kill keep theirs (kept with the checkpoints).
+        assert!(
+            read_draw_statistics(&dir.path().join(&out).join("draws.zarr")).unwrap()
+                == whole_statistics,
+            "kill {k} at {at:?}: the resumed sample_stats differ from the uninterrupted run's"
         );
         // The chains went on from their checkpoints (a resume that started over would also
         // reproduce the draws).
@@ -415,5 +428,82 @@ fn a_reference_run_killed_after_a_chain_resumes_to_the_uninterrupted_reference()
         &["reference", "run.toml", "--out", "killed.json", "--resume"],
         dir.path(),
         &["no interrupted reference run to continue"],
+    );
+}
+
+/// A coreset run of a few seconds, checkpointed five times a second.
+const CORESET_RUN: &str = "[data]\nsynthetic = { rows = 5000, dim = 5, generator = \"gaussian_location\", seed = 3 }\n\n\
+                           [model]\nkind = \"gaussian\"\nprior_variance = 1.0\n\n\
+                           [coreset]\nseed = 4\nsize = 200\nchains = 3\niterations = 20000\ndraws = 3000\n\
+                           checkpoint_seconds = 0.2\noptimiser = { kind = \"hot_dog\" }\nkernel = { kind = \"slice\" }\n";
+
+/// `sgmcmc coreset --resume` (issue 25): a coreset run killed (kill -9) in the middle continues
+/// from its last checkpoint of the whole joint state and ends with the uninterrupted run's
+/// weights, metric, hot start and draws, bit for bit; other settings are refused.
+#[cfg(unix)]
+#[test]
+fn a_coreset_run_killed_in_the_middle_resumes_to_the_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("coreset.toml"), CORESET_RUN).unwrap();
+    let coreset = |out: &str, extra: &[&str]| {
+        let result = sgmcmc(dir.path())
+            .args(["coreset", "coreset.toml", "--out", out])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
+        String::from_utf8_lossy(&result.stdout).into_owned()
+    };
+    let report = |out: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(dir.path().join(out).join("coreset.json")).unwrap();
+        untimed(&serde_json::from_str(&text).unwrap())
+    };
+    coreset("whole", &[]);
+
+    let mut child = sgmcmc(dir.path())
+        .args(["coreset", "coreset.toml", "--out", "killed"])
+        .spawn()
+        .unwrap();
+    let state = dir.path().join("killed/checkpoints/coreset.state");
+    // Killed after its second checkpoint at least (well into the run).
+    let mut seen = 0;
+    let mut modified = None;
+    while seen < 2 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before two checkpoints were seen"
+        );
+        if let Ok(m) = std::fs::metadata(&state).and_then(|m| m.modified())
+            && modified != Some(m)
+        {
+            modified = Some(m);
+            seen += 1;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(
+        !dir.path().join("killed/coreset.json").exists(),
+        "killed before the end"
+    );
+    std::fs::write(
+        dir.path().join("other.toml"),
+        CORESET_RUN.replace("seed = 4", "seed = 5"),
+    )
+    .unwrap();
+    assert_command_fails_with(
+        &["coreset", "other.toml", "--out", "killed", "--resume"],
+        dir.path(),
+        &["was started with other settings"],
+    );
+    let out = coreset("killed", &["--resume"]);
+    assert!(out.contains("continued the coreset run"), "{out}");
+    assert_eq!(report("killed"), report("whole"));
+    assert!(
+        draw_bits(&dir.path().join("killed/draws.zarr"))
+            == draw_bits(&dir.path().join("whole/draws.zarr")),
+        "the resumed draws differ"
     );
 }

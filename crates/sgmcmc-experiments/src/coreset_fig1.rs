@@ -308,6 +308,7 @@ fn run_trial(
         seed,
         Some(&mut tracker),
         None,
+        None,
     )
     .map_err(|e| e.to_string())?;
     Ok(TrialResult {

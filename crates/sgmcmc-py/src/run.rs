@@ -11,7 +11,7 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use sgmcmc::io::{ExistingRun, RunDirectory};
+use sgmcmc::io::{CheckpointDirectory, ExistingRun, RunDirectory};
 use sgmcmc::runner::{ChainReport, Progress};
 use sgmcmc_runfile::config::Config;
 use sgmcmc_runfile::pipeline::{self, default_path};
@@ -102,7 +102,12 @@ enum Job {
         /// Continue the run in the output directory from its checkpoints.
         resume: bool,
     },
-    Tune(pipeline::TuneMethod),
+    /// A tuning method; its rounds are checkpointed in the output directory, if given.
+    Tune {
+        method: pipeline::TuneMethod,
+        /// Continue the tuning run in the output directory after its last saved round.
+        resume: bool,
+    },
     /// The NUTS reference of the full-data posterior.
     Reference(sgmcmc::reference::NutsSettings),
     /// Coreset MCMC (the coreset run file's tables).
@@ -226,9 +231,18 @@ pub fn start_run(
                 fssd,
             }
         }
-        "mamba" => Job::Tune(pipeline::TuneMethod::Mamba),
-        "grid_search" => Job::Tune(pipeline::TuneMethod::GridSearch),
-        "heuristic" => Job::Tune(pipeline::TuneMethod::Heuristic),
+        "mamba" => Job::Tune {
+            method: pipeline::TuneMethod::Mamba,
+            resume,
+        },
+        "grid_search" => Job::Tune {
+            method: pipeline::TuneMethod::GridSearch,
+            resume,
+        },
+        "heuristic" => Job::Tune {
+            method: pipeline::TuneMethod::Heuristic,
+            resume,
+        },
         other => {
             return Err(SgmcmcError::new_err(format!(
                 "method: \"{other}\" is not one of \"mamba\", \"grid_search\", \"heuristic\""
@@ -237,9 +251,9 @@ pub fn start_run(
     };
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     // The output directory is held (locked) from here until the run's thread ends.
-    if resume && (overwrite || out.is_none() || !matches!(job, Job::Sample { .. })) {
+    if resume && (overwrite || out.is_none() || !matches!(job, Job::Sample { .. } | Job::Tune { .. })) {
         return Err(SgmcmcError::new_err(
-            "resume=True continues a sample() run in `out`: give `out`, and not overwrite=True",
+            "resume=True continues a sample() or tune() run in `out`: give `out`, and not overwrite=True",
         ));
     }
     let existing = match (overwrite, resume) {
@@ -394,7 +408,9 @@ fn execute(
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
     let prepared = prepared.map_err(text)?;
     let resume = match job {
-        Job::Tune(method) => return tune(&cfg, &prepared, method, shared),
+        Job::Tune { method, resume } => {
+            return tune(&cfg, &prepared, method, out.as_ref(), resume, shared);
+        }
         Job::Stein {
             chains,
             cols,
@@ -496,15 +512,20 @@ fn coreset(
     use pipeline::CoresetModel;
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
     let (outcome, callbacks) = match source {
-        Source::RunFile => (pipeline::run_coreset_file(file, &shared.stop), None),
+        Source::RunFile => (pipeline::run_coreset_file(file, &shared.stop, None), None),
         Source::Arrays(ds) => (
-            pipeline::run_coreset(file, CoresetModel::Data(ds), &shared.stop),
+            pipeline::run_coreset(file, CoresetModel::Data(ds), &shared.stop, None),
             None,
         ),
         Source::User {
             model, callbacks, ..
         } => (
-            pipeline::run_coreset(file, CoresetModel::External(Box::new(model)), &shared.stop),
+            pipeline::run_coreset(
+                file,
+                CoresetModel::External(Box::new(model)),
+                &shared.stop,
+                None,
+            ),
             Some(callbacks),
         ),
     };
@@ -624,16 +645,32 @@ fn stein(
 }
 
 /// MAMBA, grid search or the heuristic on the `[tune]` table, each round's ranking said as it
-/// ends.
+/// ends. With an output directory, the run is recorded there and MAMBA's progress saved after
+/// every round (as `sgmcmc tune --out`), so that `resume` continues it after its last saved
+/// round; `tune.json` is written there at the end.
 fn tune(
     cfg: &Config,
     prepared: &pipeline::Prepared,
     method: pipeline::TuneMethod,
+    out: Option<&RunDirectory>,
+    resume: bool,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     let started = std::time::Instant::now();
     let message = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
     let session = pipeline::TuneSession::new(cfg, prepared).map_err(|e| message(&e))?;
+    let model = prepared.model();
+    let checkpoints = match out {
+        Some(dir) => {
+            if resume {
+                pipeline::recorded_tuning(dir, cfg, model).map_err(|e| message(&e))?;
+            } else {
+                pipeline::record_tuning(dir, cfg, model).map_err(|e| message(&e))?;
+            }
+            Some(CheckpointDirectory::of(dir))
+        }
+        None => None,
+    };
     let mut on_round = |records: &[sgmcmc::tuning::ArmRound], budget: f64| {
         if let Some(best) = records.first() {
             shared.say(format!(
@@ -646,11 +683,19 @@ fn tune(
         }
     };
     let tuned = session
-        .tune(method, None, &mut on_round)
+        .tune(
+            method,
+            checkpoints.as_ref().map(|c| (c, resume)),
+            &mut on_round,
+        )
         .map_err(|e| message(&e))?;
     let report = tuned.report(session.map_seconds, started.elapsed().as_secs_f64());
     let winner = session.winner_config(tuned.winner());
-    let model = prepared.model();
+    if let Some(dir) = out {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| message(&e))?;
+        dir.write("tune.json", text.as_bytes())
+            .map_err(|e| message(&format!("cannot write {}: {e}", dir.join("tune.json").display())))?;
+    }
     Ok(Output::Tuned {
         report: report.to_string(),
         winner_config: serde_json::to_string(&winner).map_err(|e| message(&e))?,

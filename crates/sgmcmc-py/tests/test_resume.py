@@ -132,3 +132,59 @@ def test_resume_needs_the_same_run(tmp_path: Path) -> None:
         sample(model, 2e-3, tmp_path / "b", resume=True)
     with pytest.raises(sgmcmc.SgmcmcError, match="other data"):
         sample(sgmcmc.models.Logistic(x[:400], y[:400]), 1e-3, tmp_path / "b", resume=True)
+
+
+TUNE = """
+import json, sys
+import numpy as np
+import sgmcmc
+rng = np.random.default_rng(7)
+x = rng.standard_normal((20_000, 5))
+y = (rng.random(20_000) < 1 / (1 + np.exp(-x @ np.ones(5)))).astype(float)
+result = sgmcmc.tune(
+    sgmcmc.models.Logistic(x, y), sgmcmc.SGLD(step_size=1e-3), sgmcmc.Minibatch(batch_size=0.01),
+    grid={"log10_step_size": {"from": -3, "to": -7, "by": 0.5}, "batch_size": [0.01, 0.1, 1.0]},
+    budget_gradient_evaluations=3e7, thin=5, score_subsample=500, threads=2, seed=3, quiet=True,
+    out=sys.argv[1], resume=sys.argv[2] == "resume",
+)
+print(json.dumps({"label": result.label, "rounds": result.rounds,
+                  "resumed": result.report["outcome"].get("resumed_rounds", 0)}))
+"""
+
+
+def tune(out: Path, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", TUNE, str(out), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAYON_NUM_THREADS": "2"},
+    )
+
+
+def tuned(proc: subprocess.Popen[str]) -> dict:
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_killed_tuning_run_resumes_to_the_uninterrupted_outcome(tmp_path: Path) -> None:
+    """``tune(..., out=DIR)`` killed (kill -9) after its first round continues with
+    ``resume=True`` from the progress saved then: it runs only the later rounds and ends with
+    the uninterrupted run's rounds and winner (gradient-evaluation budgets: reproducible)."""
+    whole = tuned(tune(tmp_path / "whole", "new"))
+    assert whole["resumed"] == 0
+    assert (tmp_path / "whole" / "tune.json").is_file()
+
+    proc = tune(tmp_path / "killed", "new")
+    progress = tmp_path / "killed" / "checkpoints" / "tune.state"
+    while not progress.exists():
+        assert proc.poll() is None, "the run ended before its first round's progress was seen"
+        time.sleep(0.002)
+    proc.kill()
+    proc.communicate()
+    assert not (tmp_path / "killed" / "tune.json").exists(), "killed before the end"
+
+    resumed = tuned(tune(tmp_path / "killed", "resume"))
+    assert 1 <= resumed["resumed"] < len(whole["rounds"]), resumed
+    assert (resumed["label"], resumed["rounds"]) == (whole["label"], whole["rounds"])

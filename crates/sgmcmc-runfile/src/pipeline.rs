@@ -11,8 +11,7 @@ use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
 use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::EstimatorError;
 use sgmcmc::io::{
-    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, read_draw_statistics,
-    summarize_parameters,
+    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
 };
 use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
@@ -42,7 +41,9 @@ mod evaluation;
 pub mod resume;
 mod tune;
 
-pub use coreset::{CoresetModel, CoresetOutcome, run_coreset, run_coreset_file};
+pub use coreset::{
+    CoresetCheckpointing, CoresetModel, CoresetOutcome, run_coreset, run_coreset_file,
+};
 pub use default_path::DefaultPathReport;
 pub use evaluation::{
     Evaluation, EvaluationOutcome, EvaluationReport, LoadedReference, Prepared, ReferenceReport,
@@ -1313,7 +1314,7 @@ struct Continued {
     statistics: Vec<Vec<DrawStatistics>>,
 }
 
-/// Reads the checkpoints of `output` and the statistics its store holds.
+/// Reads the checkpoints of `output` and the statistics of the draws they cover.
 fn continued_chains(output: &RunOutput, chains: usize) -> Result<Continued, PipelineError> {
     let store = output.checkpoints.as_ref().ok_or_else(|| {
         PipelineError::RunFile("a run without checkpoints cannot be continued".into())
@@ -1339,11 +1340,17 @@ fn continued_chains(output: &RunOutput, chains: usize) -> Result<Continued, Pipe
             }
         }
     }
-    let mut statistics = read_draw_statistics(&output.zarr).unwrap_or_default();
-    statistics.resize(chains, Vec::new());
-    for (s, &n) in statistics.iter_mut().zip(&kept) {
-        s.resize(n, DrawStatistics::default());
-    }
+    // The statistics of the kept draws, as the chains' checkpoints kept them.
+    let statistics = kept
+        .iter()
+        .enumerate()
+        .map(|(c, &n)| store.load_statistics(c, n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| PipelineError::File {
+            path: store.path().to_path_buf(),
+            action: "cannot read the chains' statistics",
+            source,
+        })?;
     Ok(Continued {
         starts,
         kept,

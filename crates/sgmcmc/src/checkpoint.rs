@@ -330,6 +330,66 @@ impl Persist for Vec<f64> {
     }
 }
 
+/// A signed counter, stored as its two's-complement bits.
+impl Persist for i32 {
+    fn save(&self, w: &mut StateWriter) {
+        u64::from(self.cast_unsigned()).save(w);
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        let mut v = 0u64;
+        v.load(r)?;
+        *self = u32::try_from(v)
+            .map_err(|_| StateError::Invalid(format!("`{}` is not a 32-bit value", r.current)))?
+            .cast_signed();
+        Ok(())
+    }
+}
+
+/// Flags (a restored vector takes the stored length).
+impl Persist for Vec<bool> {
+    fn save(&self, w: &mut StateWriter) {
+        w.u64s(self.iter().map(|&b| u64::from(b)));
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        let values = r.u64s()?;
+        self.clear();
+        self.extend(values.map(|v| v != 0));
+        Ok(())
+    }
+}
+
+/// Indices (a permutation, an order; a restored vector takes the stored length).
+impl Persist for Vec<usize> {
+    fn save(&self, w: &mut StateWriter) {
+        w.u64s(self.iter().map(|&i| i as u64));
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        let values: Vec<u64> = r.u64s()?.collect();
+        self.clear();
+        for v in values {
+            self.push(usize::try_from(v).map_err(|_| StateError::Truncated(r.current.clone()))?);
+        }
+        Ok(())
+    }
+}
+
+/// Rows of values of any lengths (per-chain traces or draws): their count, then each row.
+impl Persist for Vec<Vec<f64>> {
+    fn save(&self, w: &mut StateWriter) {
+        w.nested(self.len());
+        for row in self {
+            w.field("row", row);
+        }
+    }
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        r.nested(self.len())?;
+        for row in self.iter_mut() {
+            r.field("row", row)?;
+        }
+        Ok(())
+    }
+}
+
 /// u32 sequences (index buffers, block offsets): a restored one takes the stored length.
 macro_rules! persist_u32s {
     ($($ty:ty),*) => {$(

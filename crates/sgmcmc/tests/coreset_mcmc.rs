@@ -398,6 +398,7 @@ fn location_run(
         seed,
         Some(&mut tracker),
         None,
+        None,
     )
     .unwrap()
 }

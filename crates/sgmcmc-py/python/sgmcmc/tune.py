@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +95,9 @@ def tune(
     grid_search: dict[str, Any] | None = None,
     seed: int | None = None,
     quiet: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
 ) -> TuneResult:
     """Tune ``sampler`` (its step and any other key) and ``gradient`` over ``grid`` (the run
     file's ``[tune.grid]``: e.g. ``{"log10_step_size": {"from": -1, "to": -7, "by": 0.5},
@@ -101,7 +105,13 @@ def tune(
     ``"heuristic"``. Give one budget: ``budget_seconds`` (R, the winner's CPU seconds over all
     rounds), ``total_seconds`` (T), or the same in per-datum gradient evaluations (reproducible
     from the seed; the right unit for a user model whose callbacks run elsewhere, e.g. JAX).
-    Every other keyword is the ``[tune]`` table's key of the same name."""
+    Every other keyword is the ``[tune]`` table's key of the same name.
+
+    With ``out`` (a directory, as ``sgmcmc tune --out``), the run is recorded there, MAMBA's
+    progress is saved after every round, and ``tune.json`` is written at the end; a directory
+    holding an earlier run is refused unless ``overwrite=True``, and ``resume=True`` continues
+    a killed run there after its last saved round (same model, data and settings), with the
+    outcome of an uninterrupted run."""
     _check_model(model)
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
@@ -130,7 +140,17 @@ def tune(
         "grid": grid,
     }
     config["tune"] = {k: v for k, v in table.items() if v is not None}
-    handle = _sgmcmc.start_run(json.dumps(config), x, y, names, None, user, method)
+    handle = _sgmcmc.start_run(
+        json.dumps(config),
+        x,
+        y,
+        names,
+        None if out is None else os.fspath(out),
+        user,
+        method,
+        overwrite=overwrite,
+        resume=resume,
+    )
     _follow(handle, progress=False, quiet=quiet, stoppable=False)
     result = _result(handle, quiet=quiet)
     report = json.loads(result["report"])

@@ -71,6 +71,11 @@ pub struct CoresetConfig {
     /// Record the metric every this many iterations.
     #[serde(default = "default_record_every")]
     pub record_every: usize,
+    /// The longest time, in seconds, between two checkpoints of the run's whole state when it
+    /// writes to an output directory (`sgmcmc coreset --out`): a killed run loses at most this
+    /// much, and `--resume` continues it.
+    #[serde(default = "default_checkpoint_seconds")]
+    pub checkpoint_seconds: f64,
 }
 
 fn default_chains() -> usize {
@@ -84,6 +89,9 @@ fn default_draws() -> usize {
 }
 fn default_record_every() -> usize {
     100
+}
+fn default_checkpoint_seconds() -> f64 {
+    super::DEFAULT_CHECKPOINT_SECONDS
 }
 
 /// How the coreset points are chosen.

@@ -7,12 +7,13 @@ use crate::config::coreset::{
     SchemeConfig,
 };
 use sgmcmc::coreset::{
-    Adam, Coreset, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog, Dowg,
-    ExactGaussianKernel, HotDog, HotStartSettings, Prodigy, SamplerKernel, SliceKernel,
+    Adam, Coreset, CoresetCheckpoints, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog,
+    Dowg, ExactGaussianKernel, HotDog, HotStartSettings, Prodigy, SamplerKernel, SliceKernel,
     SliceSettings, SparseGibbsKernel, SubsampleScheme, WeightOptimiser, ZScoreTracker,
     run_coreset_mcmc,
 };
 use sgmcmc::data::load_bike_sharing_reference;
+use sgmcmc::io::CheckpointDirectory;
 use sgmcmc::model::Model;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::rng::{self, ChainRng, fill_standard_normal};
@@ -37,6 +38,61 @@ pub struct CoresetOutcome {
 
 fn other(msg: String) -> PipelineError {
     PipelineError::RunFile(msg)
+}
+
+/// Where a coreset run keeps its checkpoint (the whole joint state, `coreset.state`, beside
+/// the run file it belongs to, `coreset-run.json`), and whether it continues from it.
+pub struct CoresetCheckpointing<'a> {
+    /// The run directory's checkpoint folder.
+    pub directory: &'a CheckpointDirectory,
+    /// Continue the run recorded there (`--resume`).
+    pub resume: bool,
+}
+
+/// The joint state of a coreset run in its checkpoint folder.
+const CORESET_STATE: &str = "coreset.state";
+/// The run file of the coreset run in its checkpoint folder (a continued run must match it).
+const CORESET_RUN: &str = "coreset-run.json";
+
+/// Records the run (a new one) or checks it and reads its last checkpoint (a continued one;
+/// `None` when it was killed before its first).
+fn prepare_checkpoints(
+    cfg: &CoresetFile,
+    checkpointing: &CoresetCheckpointing<'_>,
+) -> Result<Option<Vec<u8>>, PipelineError> {
+    let dir = checkpointing.directory;
+    let file_error = |name: &str, action: &'static str| {
+        let path = dir.path().join(name);
+        move |source| PipelineError::File {
+            path,
+            action,
+            source,
+        }
+    };
+    let recorded = serde_json::to_vec_pretty(cfg).expect("a coreset run file serialises");
+    if !checkpointing.resume {
+        dir.write_file(CORESET_RUN, &recorded)
+            .map_err(file_error(CORESET_RUN, "cannot write"))?;
+        return Ok(None);
+    }
+    let run = dir
+        .read_file(CORESET_RUN)
+        .map_err(file_error(CORESET_RUN, "cannot read"))?
+        .ok_or_else(|| {
+            other(format!(
+                "{} holds no coreset run to continue (no {CORESET_RUN}); run without --resume",
+                dir.path().display()
+            ))
+        })?;
+    if run != recorded {
+        return Err(other(format!(
+            "the coreset run in {} was started with other settings; continue it with the same \
+             run file, or start a new run (another directory, or --overwrite)",
+            dir.path().display()
+        )));
+    }
+    dir.read_file(CORESET_STATE)
+        .map_err(file_error(CORESET_STATE, "cannot read"))
 }
 
 fn build_optimiser(
@@ -94,9 +150,15 @@ fn initial_state(
 pub fn run_coreset_file(
     cfg: &CoresetFile,
     stop: &AtomicBool,
+    checkpointing: Option<CoresetCheckpointing<'_>>,
 ) -> Result<CoresetOutcome, PipelineError> {
     check_evaluation(cfg)?;
-    run_coreset(cfg, CoresetModel::Data(load_data(&cfg.data)?), stop)
+    run_coreset(
+        cfg,
+        CoresetModel::Data(load_data(&cfg.data)?),
+        stop,
+        checkpointing,
+    )
 }
 
 /// Refuses, before the chains are built, a run whose chains (each with its state and a column
@@ -122,6 +184,12 @@ fn check_coreset_memory(c: &CoresetConfig, dim: usize) -> Result<(), PipelineErr
 }
 
 fn check_evaluation(cfg: &CoresetFile) -> Result<(), PipelineError> {
+    let seconds = cfg.coreset.checkpoint_seconds;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(other(format!(
+            "[coreset] checkpoint_seconds must be a positive number of seconds, got {seconds}"
+        )));
+    }
     if cfg.coreset.chains < 2 {
         return Err(other(format!(
             "[coreset] a coreset run needs at least 2 chains (the weight gradient, Eq. 4, is a \
@@ -153,6 +221,7 @@ pub fn run_coreset(
     cfg: &CoresetFile,
     source: CoresetModel,
     stop: &AtomicBool,
+    checkpointing: Option<CoresetCheckpointing<'_>>,
 ) -> Result<CoresetOutcome, PipelineError> {
     check_evaluation(cfg)?;
     let c = &cfg.coreset;
@@ -293,6 +362,24 @@ pub fn run_coreset(
     };
     let optimiser_name = optimiser.name();
     let kernel_name = kernels[0].name();
+    let resume = checkpointing
+        .as_ref()
+        .map(|ck| prepare_checkpoints(cfg, ck))
+        .transpose()?
+        .flatten();
+    let mut save = |bytes: &[u8]| -> Result<(), String> {
+        let ck = checkpointing
+            .as_ref()
+            .expect("saves only with checkpointing");
+        ck.directory
+            .write_file(CORESET_STATE, bytes)
+            .map_err(|e| format!("{}: {e}", ck.directory.path().join(CORESET_STATE).display()))
+    };
+    let checkpoints = checkpointing.as_ref().map(|_| CoresetCheckpoints {
+        save: &mut save,
+        interval: std::time::Duration::from_secs_f64(c.checkpoint_seconds),
+        resume,
+    });
     let started = std::time::Instant::now();
     let run = run_coreset_mcmc(
         model,
@@ -303,6 +390,7 @@ pub fn run_coreset(
         c.seed,
         tracker.as_mut(),
         Some(stop),
+        checkpoints,
     )?;
     Ok(CoresetOutcome {
         run,

@@ -369,6 +369,10 @@ pub struct SparseGibbs {
     stack: MemBuffer,
 }
 
+// γ and the order of its updates (shuffled in place each sweep) carry over; the rest is
+// recomputed from the weights at every sweep.
+crate::persist_fields!(SparseGibbs { gamma, order });
+
 impl std::fmt::Debug for SparseGibbs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SparseGibbs")

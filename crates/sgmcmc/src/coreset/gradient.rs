@@ -45,6 +45,10 @@ pub struct WeightGradient {
     scratch: Scratch,
 }
 
+// The subsampler (its stream position, a permutation) and the cyclic scan's cursor carry over;
+// the rest is scratch.
+crate::persist_fields!(WeightGradient { subsampler, cursor });
+
 impl WeightGradient {
     /// An estimator for a model with `n_data` points and subsamples of `subsample_size`.
     pub fn new(

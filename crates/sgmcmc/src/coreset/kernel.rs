@@ -11,6 +11,7 @@
 use super::gibbs::{SparseGibbs, initial_state};
 use super::posterior::{CoresetPosterior, PosteriorWorkspace};
 use super::slice::{SliceSampler, SliceSettings};
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::estimator::{BatchTerms, GradientEstimator};
 use crate::model::SparseRegression;
 use crate::model::TermMoments;
@@ -50,6 +51,17 @@ pub trait CoresetKernel: Send {
         target: &CoresetPosterior<'_>,
         rng: &mut ChainRng,
     ) -> Result<f64, KernelError>;
+
+    /// Appends what carries over from one step to the next (θ, a sampler's momentum, a Gibbs
+    /// sweep's order) to a checkpoint ([`crate::checkpoint`]). Default: not supported.
+    fn save_state(&self, w: &mut StateWriter) {
+        w.unsupported(self.name());
+    }
+
+    /// Restores what [`CoresetKernel::save_state`] wrote. Default: not supported.
+    fn load_state(&mut self, _r: &mut StateReader<'_>) -> Result<(), StateError> {
+        Err(StateError::Unsupported(self.name().into()))
+    }
 }
 
 fn check_finite(theta: &[f64]) -> Result<(), KernelError> {
@@ -81,6 +93,8 @@ pub struct ExactGaussianKernel {
     mean: Vec<f64>,
     noise: Vec<f64>,
 }
+
+crate::persist_fields!(ExactGaussianKernel { theta });
 
 impl ExactGaussianKernel {
     /// The reference's autocorrelation β.
@@ -151,6 +165,8 @@ impl ExactGaussianKernel {
 }
 
 impl CoresetKernel for ExactGaussianKernel {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "exact_gaussian"
     }
@@ -187,6 +203,8 @@ pub struct SliceKernel {
     ws: PosteriorWorkspace,
 }
 
+crate::persist_fields!(SliceKernel { sampler, theta });
+
 impl SliceKernel {
     /// A kernel with `settings` starting at `theta0`.
     pub fn new(settings: SliceSettings, theta0: Vec<f64>) -> Result<Self, KernelError> {
@@ -202,6 +220,8 @@ impl SliceKernel {
 }
 
 impl CoresetKernel for SliceKernel {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "slice"
     }
@@ -237,6 +257,8 @@ pub struct SparseGibbsKernel {
     theta: Vec<f64>,
 }
 
+crate::persist_fields!(SparseGibbsKernel { gibbs, theta });
+
 impl SparseGibbsKernel {
     /// A chain for `model`, started from `rng`. The model must be the one the coreset run
     /// uses (its rows are read through the coreset's points).
@@ -256,6 +278,8 @@ impl SparseGibbsKernel {
 }
 
 impl CoresetKernel for SparseGibbsKernel {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "gibbs"
     }
@@ -368,5 +392,17 @@ impl CoresetKernel for SamplerKernel {
         let theta = self.sampler.position();
         check_finite(theta)?;
         Ok(target.log_density(theta, &mut self.ws))
+    }
+
+    fn save_state(&self, w: &mut StateWriter) {
+        w.nested(2);
+        w.field("started", &self.started);
+        w.field_with("sampler", |w| self.sampler.save_state(w));
+    }
+
+    fn load_state(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        r.nested(2)?;
+        r.field("started", &mut self.started)?;
+        r.field_with("sampler", |r| self.sampler.load_state(r))
     }
 }

@@ -13,6 +13,12 @@
 //!
 //! Chain k draws from `rng::chain_stream(seed, k)`; the coreset's points and the subsamples from
 //! the stream numbered K, so a run depends only on its seed.
+//!
+//! Checkpoints ([`CoresetCheckpoints`]): the chains are coupled through the weights, so a
+//! checkpoint is the whole joint state (every kernel and stream, the weights and the
+//! optimiser, the weight-gradient subsampler, the hot-start traces, the metric's window and the
+//! draws so far), taken at least every interval and when the run stops; a run resumed from
+//! one makes exactly the sweeps, weights and draws of an uninterrupted run.
 
 use super::CoresetError;
 use super::gradient::{SubsampleScheme, WeightGradient};
@@ -21,12 +27,16 @@ use super::kernel::CoresetKernel;
 use super::metric::ZScoreTracker;
 use super::optim::WeightOptimiser;
 use super::posterior::{Coreset, CoresetPosterior, PosteriorWorkspace, weighted_log_lik};
+use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::io::SinkError;
 use crate::model::Model;
 use crate::rng::{self, ChainRng};
-use crate::runner::{Budget, ChainObserver, ChainPlan, Transition, drive};
+use crate::runner::{
+    Budget, ChainObserver, ChainPlan, ChainProgress, Schedule, Transition, drive_from,
+};
 use std::ops::ControlFlow;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// The hot-start gate (reference §7.3, §7.5).
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +138,8 @@ struct CoresetSweep<'a> {
     traces: Vec<Vec<f64>>,
     optimiser_steps: usize,
     positions: Vec<f64>,
+    /// The run's seed (checked when a checkpoint is read back).
+    seed: u64,
 }
 
 impl CoresetSweep<'_> {
@@ -223,17 +235,212 @@ impl Transition for CoresetSweep<'_> {
     }
 }
 
-/// Watches the sweeps: the draws after training (per chain) and the metric.
-struct CoresetRecorder<'t> {
+/// Saves a checkpoint (each replaces the last: write it atomically); the error says why not.
+pub type SaveCheckpoint<'a> = &'a mut dyn FnMut(&[u8]) -> Result<(), String>;
+
+/// Checkpoints of a coreset run (see the module docs).
+pub struct CoresetCheckpoints<'a> {
+    /// Saves a checkpoint.
+    pub save: SaveCheckpoint<'a>,
+    /// The longest time between two checkpoints.
+    pub interval: Duration,
+    /// A checkpoint of an earlier run of the same settings and seed to continue from.
+    pub resume: Option<Vec<u8>>,
+}
+
+/// Version of the coreset checkpoint's layout (another version is refused).
+const FORMAT: u64 = 1;
+
+/// Watches the sweeps: the draws after training (per chain) and the metric; takes the
+/// checkpoints.
+struct CoresetRecorder<'t, 'c> {
     tracker: Option<&'t mut ZScoreTracker>,
     record_every: usize,
     /// The last sweep (the module docs' T).
     last: usize,
     draws: Vec<Vec<f64>>,
     metric: Vec<(usize, f64)>,
+    checkpoints: Option<(SaveCheckpoint<'c>, Schedule)>,
+    /// Why a checkpoint could not be saved (the run stops there).
+    checkpoint_failure: Option<String>,
 }
 
-impl ChainObserver<CoresetSweep<'_>> for CoresetRecorder<'_> {
+impl CoresetRecorder<'_, '_> {
+    /// Draws kept per chain so far.
+    fn draws_kept(&self, sweep: &CoresetSweep<'_>) -> usize {
+        self.draws[0].len() / sweep.model.dim().max(1)
+    }
+
+    /// The recorder's part of a checkpoint (the tracker's window, the metric, the draws).
+    fn save(&self, w: &mut StateWriter) {
+        match self.tracker.as_deref() {
+            Some(t) => w.field("tracker", t),
+            None => w.field_with("tracker", |w| w.nested(0)),
+        }
+        let (at, values): (Vec<usize>, Vec<f64>) = self.metric.iter().copied().unzip();
+        w.field("metric_at", &at);
+        w.field("metric", &values);
+        w.field("kept_draws", &self.draws);
+    }
+
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        match self.tracker.as_deref_mut() {
+            Some(t) => r.field("tracker", t)?,
+            None => r.field_with("tracker", |r| r.nested(0))?,
+        }
+        let (mut at, mut values) = (Vec::<usize>::new(), Vec::<f64>::new());
+        r.field("metric_at", &mut at)?;
+        r.field("metric", &mut values)?;
+        if at.len() != values.len() {
+            return Err(StateError::Invalid(
+                "the metric's iterations and values differ in length".into(),
+            ));
+        }
+        self.metric = at.into_iter().zip(values).collect();
+        r.field("kept_draws", &mut self.draws)
+    }
+
+    /// Saves the whole state after `progress`.
+    fn checkpoint(
+        &mut self,
+        sweep: &CoresetSweep<'_>,
+        progress: ChainProgress,
+        seed: u64,
+    ) -> Result<(), String> {
+        let bytes = encode(sweep, self, progress, seed).map_err(|e| e.to_string())?;
+        let Some((save, schedule)) = self.checkpoints.as_mut() else {
+            return Ok(());
+        };
+        save(&bytes)?;
+        schedule.taken();
+        Ok(())
+    }
+}
+
+impl CoresetSweep<'_> {
+    fn save(&self, w: &mut StateWriter) {
+        let points: Vec<usize> = self.coreset.points.iter().map(|&p| p as usize).collect();
+        w.field("points", &points);
+        w.field("weights", &self.coreset.weights);
+        w.field_with("kernels", |w| {
+            w.nested(self.kernels.len());
+            for kernel in self.kernels.iter() {
+                w.field_with("kernel", |w| kernel.save_state(w));
+            }
+        });
+        w.field_with("optimiser", |w| self.optimiser.save_state(w));
+        w.field("weight_gradient", &self.weight_gradient);
+        w.field("chain_rngs", &self.chain_rngs);
+        w.field("loop_rng", &self.loop_rng);
+        w.field("sweep", &self.sweep);
+        w.field("warming_up", &self.warming_up);
+        w.field("hot_start_iteration", &self.hot_start_iteration);
+        w.field("hot_start_passed", &self.hot_start_passed);
+        w.field("traces", &self.traces);
+        w.field("optimiser_steps", &self.optimiser_steps);
+    }
+
+    fn load(&mut self, r: &mut StateReader<'_>) -> Result<(), StateError> {
+        let mut points = Vec::<usize>::new();
+        r.field("points", &mut points)?;
+        if !points
+            .iter()
+            .map(|&p| p as u64)
+            .eq(self.coreset.points.iter().map(|&p| u64::from(p)))
+        {
+            return Err(StateError::Invalid(
+                "the checkpoint's coreset holds other data points (another seed, size or data?)"
+                    .into(),
+            ));
+        }
+        r.field("weights", &mut self.coreset.weights)?;
+        let kernels = &mut *self.kernels;
+        r.field_with("kernels", |r| {
+            r.nested(kernels.len())?;
+            kernels
+                .iter_mut()
+                .try_for_each(|kernel| r.field_with("kernel", |r| kernel.load_state(r)))
+        })?;
+        r.field_with("optimiser", |r| self.optimiser.load_state(r))?;
+        r.field("weight_gradient", &mut self.weight_gradient)?;
+        r.field("chain_rngs", &mut self.chain_rngs)?;
+        r.field("loop_rng", &mut self.loop_rng)?;
+        r.field("sweep", &mut self.sweep)?;
+        r.field("warming_up", &mut self.warming_up)?;
+        r.field("hot_start_iteration", &mut self.hot_start_iteration)?;
+        r.field("hot_start_passed", &mut self.hot_start_passed)?;
+        r.field("traces", &mut self.traces)?;
+        r.field("optimiser_steps", &mut self.optimiser_steps)?;
+        if self.coreset.weights.len() != self.coreset.points.len()
+            || self.chain_rngs.len() != self.kernels.len()
+        {
+            return Err(StateError::Invalid(
+                "the checkpoint has another number of weights or chains".into(),
+            ));
+        }
+        let d = self.model.dim();
+        for (chunk, kernel) in self.positions.chunks_exact_mut(d).zip(self.kernels.iter()) {
+            if kernel.position().len() != d {
+                return Err(StateError::Invalid(format!(
+                    "a restored chain has {} coordinates, the model {d}",
+                    kernel.position().len()
+                )));
+            }
+            chunk.copy_from_slice(kernel.position());
+        }
+        Ok(())
+    }
+}
+
+/// The checkpoint of the run after `progress`.
+fn encode(
+    sweep: &CoresetSweep<'_>,
+    recorder: &CoresetRecorder<'_, '_>,
+    progress: ChainProgress,
+    seed: u64,
+) -> Result<Vec<u8>, StateError> {
+    let mut w = StateWriter::new();
+    w.field("format", &FORMAT);
+    w.field("seed", &seed);
+    w.field("iterations", &progress.iterations);
+    w.field("draws", &progress.draws);
+    sweep.save(&mut w);
+    recorder.save(&mut w);
+    w.finish()
+}
+
+/// Restores `sweep` and `recorder` from [`encode`]'s bytes; the progress they had.
+fn decode(
+    bytes: &[u8],
+    sweep: &mut CoresetSweep<'_>,
+    recorder: &mut CoresetRecorder<'_, '_>,
+    seed: u64,
+) -> Result<ChainProgress, StateError> {
+    let mut r = StateReader::new(bytes);
+    let mut format = 0u64;
+    r.field("format", &mut format)?;
+    if format != FORMAT {
+        return Err(StateError::Invalid(format!(
+            "format {format}, this version reads format {FORMAT}"
+        )));
+    }
+    let mut saved_seed = 0u64;
+    r.field("seed", &mut saved_seed)?;
+    if saved_seed != seed {
+        return Err(StateError::Invalid(format!(
+            "of a run with seed {saved_seed}, not {seed}"
+        )));
+    }
+    let mut progress = ChainProgress::default();
+    r.field("iterations", &mut progress.iterations)?;
+    r.field("draws", &mut progress.draws)?;
+    sweep.load(&mut r)?;
+    recorder.load(&mut r)?;
+    r.finish()?;
+    Ok(progress)
+}
+
+impl ChainObserver<CoresetSweep<'_>> for CoresetRecorder<'_, '_> {
     fn kept(&mut self, sweep: &CoresetSweep<'_>) -> Result<(), SinkError> {
         for (c, draws) in self.draws.iter_mut().enumerate() {
             draws.extend_from_slice(sweep.chain_position(c));
@@ -252,6 +459,18 @@ impl ChainObserver<CoresetSweep<'_>> for CoresetRecorder<'_> {
                 self.metric.push((i, t.metric()));
             }
         }
+        if let Some((_, schedule)) = self.checkpoints.as_mut()
+            && schedule.due()
+        {
+            let progress = ChainProgress {
+                iterations: iteration,
+                draws: self.draws_kept(sweep),
+            };
+            if let Err(e) = self.checkpoint(sweep, progress, sweep.seed) {
+                self.checkpoint_failure = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
         ControlFlow::Continue(())
     }
 }
@@ -260,7 +479,10 @@ impl ChainObserver<CoresetSweep<'_>> for CoresetRecorder<'_> {
 /// weights trained by `optimiser`, the metric tracked when `tracker` is given; `stop` ends it at
 /// the next iteration boundary. Random streams come from `seed` (see the module docs). The
 /// sweeps run through the runner's loop ([`crate::runner::drive`]): T + 1 iterations, the
-/// first `train_iterations` + 1 of them burn-in.
+/// first `train_iterations` + 1 of them burn-in. With `checkpoints`, the run saves its whole
+/// state at least every interval, when it stops early and when it ends, and continues from
+/// the given checkpoint of an earlier run (an unreadable one, or one of another run, is an
+/// error before any sweep).
 #[allow(clippy::too_many_arguments)]
 pub fn run_coreset_mcmc(
     model: &dyn Model,
@@ -271,6 +493,7 @@ pub fn run_coreset_mcmc(
     seed: u64,
     tracker: Option<&mut ZScoreTracker>,
     stop: Option<&AtomicBool>,
+    checkpoints: Option<CoresetCheckpoints<'_>>,
 ) -> Result<CoresetRun, CoresetError> {
     let k = kernels.len();
     if k < 2 {
@@ -333,6 +556,11 @@ pub fn run_coreset_mcmc(
         traces: vec![Vec::new(); k],
         optimiser_steps: 0,
         positions,
+        seed,
+    };
+    let (checkpoints, resume) = match checkpoints {
+        Some(c) => (Some((c.save, Schedule::new(c.interval))), c.resume),
+        None => (None, None),
     };
     let mut recorder = CoresetRecorder {
         tracker,
@@ -340,6 +568,13 @@ pub fn run_coreset_mcmc(
         last,
         draws: vec![Vec::new(); k],
         metric: Vec::new(),
+        checkpoints,
+        checkpoint_failure: None,
+    };
+    let done = match resume {
+        Some(bytes) => decode(&bytes, &mut sweep, &mut recorder, seed)
+            .map_err(|e| CoresetError::Checkpoint(e.to_string()))?,
+        None => ChainProgress::default(),
     };
     let plan = ChainPlan {
         // T + 1 sweeps in all: the iterations budget counts those after burn-in.
@@ -348,10 +583,33 @@ pub fn run_coreset_mcmc(
         thin: 1,
     };
     let never = AtomicBool::new(false);
-    let outcome = drive(&mut sweep, &plan, &mut recorder, stop.unwrap_or(&never))
-        .expect("the coreset recorder keeps draws in memory and cannot fail");
+    let outcome = drive_from(
+        &mut sweep,
+        &plan,
+        done,
+        &mut recorder,
+        stop.unwrap_or(&never),
+    )
+    .expect("the coreset recorder keeps draws in memory and cannot fail");
     let iterations = outcome.iterations;
-    let stopped = if let Some(failure) = outcome.failure {
+    // The last checkpoint: where the run ended or was stopped (not a failed or diverged
+    // state; the one before stays).
+    if recorder.checkpoints.is_some()
+        && recorder.checkpoint_failure.is_none()
+        && outcome.failure.is_none()
+        && outcome.divergence.is_none()
+    {
+        let progress = ChainProgress {
+            iterations,
+            draws: recorder.draws_kept(&sweep),
+        };
+        if let Err(e) = recorder.checkpoint(&sweep, progress, seed) {
+            recorder.checkpoint_failure = Some(e);
+        }
+    }
+    let stopped = if let Some(e) = recorder.checkpoint_failure.take() {
+        Some(format!("cannot save a checkpoint: {e}"))
+    } else if let Some(failure) = outcome.failure {
         Some(failure)
     } else if let Some(d) = outcome.divergence {
         Some(format!(

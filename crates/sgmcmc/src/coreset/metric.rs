@@ -22,6 +22,14 @@ pub struct ZScoreTracker {
     compensation: Vec<f64>,
 }
 
+// The reference moments are the run's settings; the window and its sums carry over.
+crate::persist_fields!(ZScoreTracker {
+    draws,
+    left,
+    sum,
+    compensation
+});
+
 impl ZScoreTracker {
     /// A tracker against reference means and standard deviations (D each, sds > 0).
     pub fn new(mean: Vec<f64>, sd: &[f64]) -> Result<Self, super::CoresetError> {

@@ -30,7 +30,9 @@ pub use hot_start::{hot_start_passes, hot_start_statistic};
 pub use kernel::{
     CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel, SliceKernel, SparseGibbsKernel,
 };
-pub use mcmc::{CoresetRun, CoresetSettings, HotStartSettings, run_coreset_mcmc};
+pub use mcmc::{
+    CoresetCheckpoints, CoresetRun, CoresetSettings, HotStartSettings, run_coreset_mcmc,
+};
 pub use metric::ZScoreTracker;
 pub use optim::{Adam, DAdaptSgd, Dog, Dowg, HotDog, OptimiserError, Prodigy, WeightOptimiser};
 pub use posterior::{Coreset, CoresetPosterior, PosteriorWorkspace, weighted_log_lik};
@@ -43,4 +45,7 @@ pub enum CoresetError {
     /// A setting out of range (M, S, K, reference dimensions, ...).
     #[error("invalid coreset setting: {0}")]
     Setting(String),
+    /// A checkpoint that cannot be read back into this run.
+    #[error("coreset checkpoint: {0}")]
+    Checkpoint(String),
 }

@@ -150,6 +150,16 @@ impl SliceCounters {
     }
 }
 
+crate::persist_fields!(SliceCounters {
+    passes,
+    evaluations,
+    doublings,
+    max_doublings,
+    shrinks,
+    max_shrinks,
+    rejections,
+});
+
 /// Hit-and-run slice sampler with doubling (reference §7.7(a)). Owns its scratch (the point
 /// θ(t), the direction u and the grid cache), sized at the first step (or by
 /// [`SliceSampler::with_dim`]), so steps do not allocate.
@@ -162,6 +172,9 @@ pub struct SliceSampler {
     cache: Vec<(i64, f64)>,
     counters: SliceCounters,
 }
+
+// The direction, point and grid cache are scratch of one pass; the counters carry over.
+crate::persist_fields!(SliceSampler { counters });
 
 /// One pass's line: θ(t) = θ + t·u, and the grid t = L₀ + k·w.
 struct Line<'a> {

@@ -5,6 +5,7 @@
 //! summary), and files written atomically ([`write_atomic`]).
 
 use super::files::write_atomic;
+use crate::sampler::DrawStatistics;
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -228,6 +229,28 @@ impl CheckpointDirectory {
         self.dir.join(format!("chain-{chain}.state"))
     }
 
+    fn statistics_file(&self, chain: usize) -> PathBuf {
+        self.dir.join(format!("chain-{chain}.stats"))
+    }
+
+    /// Chain `chain`'s per-draw statistics of its first `draws` draws, as its checkpoints kept
+    /// them ([`crate::runner::CheckpointStore::save_statistics`]); draws without a record (a
+    /// run of an earlier version) have none.
+    pub fn load_statistics(&self, chain: usize, draws: usize) -> io::Result<Vec<DrawStatistics>> {
+        let bytes = match fs::read(self.statistics_file(chain)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut statistics: Vec<DrawStatistics> = bytes
+            .chunks_exact(DrawStatistics::RECORD_BYTES)
+            .take(draws)
+            .map(|r| DrawStatistics::from_record(r.try_into().expect("a whole record")))
+            .collect();
+        statistics.resize(draws, DrawStatistics::default());
+        Ok(statistics)
+    }
+
     /// Writes the description of the run (what a continued run must match) atomically.
     pub fn write_run_state(&self, bytes: &[u8]) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
@@ -295,6 +318,35 @@ impl crate::runner::CheckpointStore for CheckpointDirectory {
         fs::create_dir_all(&self.dir)
             .and_then(|()| write_atomic(&path, checkpoint))
             .map_err(|source| super::SinkError::Io { path, source })
+    }
+
+    /// Appends to `chain-<c>.stats`, one [`DrawStatistics::RECORD_BYTES`] record per draw,
+    /// cut to `from` records first (records a killed process wrote after its last checkpoint).
+    fn save_statistics(
+        &self,
+        chain: usize,
+        from: usize,
+        statistics: &[DrawStatistics],
+    ) -> Result<(), super::SinkError> {
+        let path = self.statistics_file(chain);
+        let write = || -> io::Result<()> {
+            fs::create_dir_all(&self.dir)?;
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)?;
+            let start = (from * DrawStatistics::RECORD_BYTES) as u64;
+            file.set_len(start)?;
+            file.seek(io::SeekFrom::Start(start))?;
+            let mut bytes = Vec::with_capacity(statistics.len() * DrawStatistics::RECORD_BYTES);
+            for s in statistics {
+                bytes.extend_from_slice(&s.to_record());
+            }
+            file.write_all(&bytes)?;
+            file.sync_data()
+        };
+        write().map_err(|source| super::SinkError::Io { path, source })
     }
 }
 

@@ -20,6 +20,7 @@ pub use chain::{
     drive_chain, drive_from, drive_kernel,
 };
 pub use progress::{NoProgress, Progress};
+pub(crate) use resume::Schedule;
 pub use resume::{ChainStart, CheckpointHeader, CheckpointStore, Checkpoints, checkpoint_header};
 
 use crate::estimator::GradientEstimator;
@@ -347,18 +348,27 @@ struct Checkpointer<'r> {
     seconds_before: f64,
     started: Instant,
     saved: usize,
+    /// Draws whose statistics the store has (the chain's first `statistics_saved`).
+    statistics_saved: usize,
 }
 
 impl Checkpointer<'_> {
-    /// Flushes `writer` and saves the checkpoint of `chain` after `progress`.
+    /// Flushes `writer`, hands the store the statistics of the draws since the last
+    /// checkpoint (`statistics` holds those of draws `first_draw..`), and saves the checkpoint
+    /// of `chain` after `progress`.
     fn save(
         &mut self,
         chain: usize,
         progress: ChainProgress,
         stepping: &Stepping<'_, '_>,
         writer: &mut dyn ChainWriter,
+        (first_draw, statistics): (usize, &[crate::sampler::DrawStatistics]),
     ) -> Result<(), SinkError> {
         writer.flush()?;
+        let new = &statistics[self.statistics_saved - first_draw..];
+        self.store
+            .save_statistics(chain, self.statistics_saved, new)?;
+        self.statistics_saved += new.len();
         let header = CheckpointHeader {
             chain,
             seed: self.seed,
@@ -380,8 +390,10 @@ struct Recorder<'w> {
     chain: usize,
     writer: Box<dyn ChainWriter + 'w>,
     progress: &'w dyn Progress,
-    /// Per kept draw, the kernel's [`ChainKernel::draw_statistics`].
+    /// Per kept draw from `first_draw` on, the kernel's [`ChainKernel::draw_statistics`].
     statistics: Vec<crate::sampler::DrawStatistics>,
+    /// The draw `statistics` starts at (a resumed chain's earlier draws are not in it).
+    first_draw: usize,
     /// Draws kept so far (a resumed chain's included).
     draws: usize,
     checkpointer: Option<Checkpointer<'w>>,
@@ -417,7 +429,14 @@ impl ChainObserver<Stepping<'_, '_>> for Recorder<'_> {
                 iterations: iteration,
                 draws: self.draws,
             };
-            if let Err(e) = cp.save(self.chain, progress, stepping, self.writer.as_mut()) {
+            let statistics = (self.first_draw, self.statistics.as_slice());
+            if let Err(e) = cp.save(
+                self.chain,
+                progress,
+                stepping,
+                self.writer.as_mut(),
+                statistics,
+            ) {
                 self.error = Some(e);
                 return std::ops::ControlFlow::Break(());
             }
@@ -483,6 +502,7 @@ fn run_chain(
                         seconds_before,
                         started,
                         saved: 0,
+                        statistics_saved: done.draws,
                     }),
                     None,
                 ),
@@ -500,6 +520,7 @@ fn run_chain(
             Budget::Iterations(n) => (n / settings.thin.max(1) + 1).min(DRAW_STATISTICS_RESERVE),
             _ => 0,
         }),
+        first_draw: done.draws,
         draws: done.draws,
         checkpointer,
         flushed: false,
@@ -523,7 +544,8 @@ fn run_chain(
             iterations: outcome.iterations,
             draws: outcome.draws,
         };
-        cp.save(c, progress, &stepping, recorder.writer.as_mut())
+        let statistics = (recorder.first_draw, recorder.statistics.as_slice());
+        cp.save(c, progress, &stepping, recorder.writer.as_mut(), statistics)
             .map_err(sink_err)?;
     }
     let checkpoints = recorder.checkpointer.as_ref().map_or(0, |cp| cp.saved);

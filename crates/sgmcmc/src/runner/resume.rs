@@ -11,7 +11,7 @@
 use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::io::SinkError;
 use crate::rng::ChainRng;
-use crate::sampler::ChainKernel;
+use crate::sampler::{ChainKernel, DrawStatistics};
 use std::time::{Duration, Instant};
 
 use super::ChainProgress;
@@ -20,6 +20,19 @@ use super::ChainProgress;
 pub trait CheckpointStore: Sync {
     /// Saves chain `chain`'s checkpoint.
     fn save(&self, chain: usize, checkpoint: &[u8]) -> Result<(), SinkError>;
+
+    /// Keeps chain `chain`'s per-draw statistics from its draw `from` on (those since its last
+    /// checkpoint; anything kept beyond `from` is stale and replaced), before the checkpoint
+    /// that covers them is saved, so that a resumed chain has its earlier draws' statistics.
+    /// Default: not kept (a resumed chain's earlier draws then have none).
+    fn save_statistics(
+        &self,
+        _chain: usize,
+        _from: usize,
+        _statistics: &[DrawStatistics],
+    ) -> Result<(), SinkError> {
+        Ok(())
+    }
 }
 
 /// Checkpointing of a run: where, and how often at least.
@@ -125,7 +138,7 @@ pub(super) fn decode(
 }
 
 /// When a chain takes its next checkpoint.
-pub(super) struct Schedule {
+pub(crate) struct Schedule {
     interval: Duration,
     last: Instant,
     /// Iterations until the clock is read again.
@@ -136,7 +149,7 @@ pub(super) struct Schedule {
 const CLOCK_EVERY: u32 = 64;
 
 impl Schedule {
-    pub(super) fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         Self {
             interval,
             last: Instant::now(),
@@ -145,7 +158,7 @@ impl Schedule {
     }
 
     /// Whether the interval has passed (the clock read every [`CLOCK_EVERY`] calls).
-    pub(super) fn due(&mut self) -> bool {
+    pub(crate) fn due(&mut self) -> bool {
         self.countdown -= 1;
         if self.countdown > 0 {
             return false;
@@ -155,7 +168,7 @@ impl Schedule {
     }
 
     /// A checkpoint was just taken.
-    pub(super) fn taken(&mut self) {
+    pub(crate) fn taken(&mut self) {
         self.last = Instant::now();
         self.countdown = CLOCK_EVERY;
     }

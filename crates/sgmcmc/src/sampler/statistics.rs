@@ -26,6 +26,35 @@ pub struct DrawStatistics {
     pub accepted: Option<bool>,
 }
 
+impl DrawStatistics {
+    /// Bytes of one record ([`DrawStatistics::to_record`]).
+    pub const RECORD_BYTES: usize = 25;
+
+    /// A fixed-size record: a byte of flags (which fields are present, and `accepted`), then
+    /// `step_size` and `thermostat` as little-endian f64 bits (0 when absent) and 8 spare bytes.
+    pub fn to_record(&self) -> [u8; Self::RECORD_BYTES] {
+        let mut out = [0u8; Self::RECORD_BYTES];
+        out[0] = u8::from(self.step_size.is_some())
+            | u8::from(self.thermostat.is_some()) << 1
+            | u8::from(self.accepted.is_some()) << 2
+            | u8::from(self.accepted == Some(true)) << 3;
+        out[1..9].copy_from_slice(&self.step_size.unwrap_or(0.0).to_le_bytes());
+        out[9..17].copy_from_slice(&self.thermostat.unwrap_or(0.0).to_le_bytes());
+        out
+    }
+
+    /// The statistics of a record [`DrawStatistics::to_record`] wrote (all zero bytes: none).
+    pub fn from_record(record: &[u8; Self::RECORD_BYTES]) -> Self {
+        let flags = record[0];
+        let f64_at = |i: usize| f64::from_le_bytes(record[i..i + 8].try_into().expect("8 bytes"));
+        Self {
+            step_size: (flags & 1 != 0).then(|| f64_at(1)),
+            thermostat: (flags & 2 != 0).then(|| f64_at(9)),
+            accepted: (flags & 4 != 0).then_some(flags & 8 != 0),
+        }
+    }
+}
+
 /// What an MH chain did: the counts that go into the run summary.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

@@ -33,6 +33,15 @@ pub struct Prodigy {
     count: u64,
 }
 
+crate::persist_fields!(Prodigy {
+    d,
+    m,
+    v,
+    s,
+    r_p,
+    count
+});
+
 impl Prodigy {
     /// The paper's initial lower bound d₀ = 1e-6.
     pub const DEFAULT_D0: f64 = 1e-6;
@@ -67,6 +76,8 @@ impl Prodigy {
 }
 
 impl WeightOptimiser for Prodigy {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "prodigy ADAM"
     }
@@ -122,6 +133,13 @@ pub struct DAdaptSgd {
     q_sum: f64,
 }
 
+crate::persist_fields!(DAdaptSgd {
+    d,
+    first_norm,
+    s,
+    q_sum
+});
+
 impl DAdaptSgd {
     /// The default learning-rate factor γ = 1.
     pub const DEFAULT_GAMMA: f64 = 1.0;
@@ -148,6 +166,8 @@ impl DAdaptSgd {
 }
 
 impl WeightOptimiser for DAdaptSgd {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "D-Adaptation SGD"
     }

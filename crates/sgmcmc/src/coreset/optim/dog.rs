@@ -51,6 +51,12 @@ pub struct Dog {
     count: u64,
 }
 
+crate::persist_fields!(Dog {
+    max_distance,
+    squared_gradients,
+    count
+});
+
 impl Dog {
     /// DoG started at the weights `initial` (w₀, the distances' origin) with first step `r`.
     pub fn new(initial: &[f64], r: f64) -> Result<Self, OptimiserError> {
@@ -65,6 +71,8 @@ impl Dog {
 }
 
 impl WeightOptimiser for Dog {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "DoG"
     }
@@ -101,6 +109,12 @@ pub struct Dowg {
     r0_in_max: bool,
 }
 
+crate::persist_fields!(Dowg {
+    max_distance,
+    weighted_gradients,
+    count
+});
+
 impl Dowg {
     /// DoWG started at the weights `initial` (w₀, the distances' origin) with first step `r`.
     pub fn new(initial: &[f64], r: f64) -> Result<Self, OptimiserError> {
@@ -123,6 +137,8 @@ impl Dowg {
 }
 
 impl WeightOptimiser for Dowg {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "DoWG"
     }

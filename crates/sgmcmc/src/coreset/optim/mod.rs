@@ -14,6 +14,8 @@ pub mod dog;
 pub use adaptation::{DAdaptSgd, Prodigy};
 pub use dog::{Dog, Dowg};
 
+use crate::checkpoint::{StateError, StateReader, StateWriter};
+
 /// One optimiser of the coreset weights: `step` moves `weights` against the gradient estimate ĝ
 /// of the objective (the KL divergence, reference §7.2) and projects onto w ≥ 0.
 pub trait WeightOptimiser {
@@ -22,6 +24,17 @@ pub trait WeightOptimiser {
     /// One step: w ← max(0, w − step(ĝ)). Fails, leaving `weights` untouched, if `weights` or
     /// `gradient` does not have the optimiser's length or the gradient is not finite.
     fn step(&mut self, weights: &mut [f64], gradient: &[f64]) -> Result<(), OptimiserError>;
+
+    /// Appends what carries over between steps (moments, distances, counters; not the
+    /// settings) to a checkpoint ([`crate::checkpoint`]). Default: not supported.
+    fn save_state(&self, w: &mut StateWriter) {
+        w.unsupported(self.name());
+    }
+
+    /// Restores what [`WeightOptimiser::save_state`] wrote. Default: not supported.
+    fn load_state(&mut self, _r: &mut StateReader<'_>) -> Result<(), StateError> {
+        Err(StateError::Unsupported(self.name().into()))
+    }
 }
 
 /// Errors of the optimisers' settings and inputs.
@@ -138,6 +151,8 @@ pub struct HotDog {
     reference_d_correction: bool,
 }
 
+crate::persist_fields!(HotDog { m, v, d, count });
+
 impl HotDog {
     /// The paper's default initial step r = 1e-3.
     pub const DEFAULT_R: f64 = 1e-3;
@@ -165,6 +180,8 @@ impl HotDog {
 }
 
 impl WeightOptimiser for HotDog {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "Hot DoG"
     }
@@ -210,6 +227,8 @@ pub struct Adam {
     count: i32,
 }
 
+crate::persist_fields!(Adam { m, v, count });
+
 impl Adam {
     /// ADAM on `dim` weights with base learning rate α₀.
     pub fn new(dim: usize, learning_rate: f64) -> Result<Self, OptimiserError> {
@@ -226,6 +245,8 @@ impl Adam {
 }
 
 impl WeightOptimiser for Adam {
+    crate::checkpoint::state_through_persist!();
+
     fn name(&self) -> &'static str {
         "ADAM"
     }
