@@ -251,7 +251,9 @@ pub fn start_run(
     };
     pipeline::run_settings(&cfg).map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     // The output directory is held (locked) from here until the run's thread ends.
-    if resume && (overwrite || out.is_none() || !matches!(job, Job::Sample { .. } | Job::Tune { .. })) {
+    if resume
+        && (overwrite || out.is_none() || !matches!(job, Job::Sample { .. } | Job::Tune { .. }))
+    {
         return Err(SgmcmcError::new_err(
             "resume=True continues a sample() or tune() run in `out`: give `out`, and not overwrite=True",
         ));
@@ -693,8 +695,12 @@ fn tune(
     let winner = session.winner_config(tuned.winner());
     if let Some(dir) = out {
         let text = serde_json::to_string_pretty(&report).map_err(|e| message(&e))?;
-        dir.write("tune.json", text.as_bytes())
-            .map_err(|e| message(&format!("cannot write {}: {e}", dir.join("tune.json").display())))?;
+        dir.write("tune.json", text.as_bytes()).map_err(|e| {
+            message(&format!(
+                "cannot write {}: {e}",
+                dir.join("tune.json").display()
+            ))
+        })?;
     }
     Ok(Output::Tuned {
         report: report.to_string(),

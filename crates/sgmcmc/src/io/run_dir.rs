@@ -396,4 +396,35 @@ mod tests {
         assert!(e.to_string().contains("is not a directory"), "{e}");
         assert_eq!(fs::read_to_string(&file).unwrap(), "x");
     }
+
+    /// A chain's statistics are appended from where its checkpoint is: records a killed
+    /// process wrote after its last checkpoint are replaced, and draws without a record read
+    /// as having none.
+    #[test]
+    fn statistics_are_cut_to_the_checkpoint_and_appended() {
+        use crate::runner::CheckpointStore;
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDirectory::open(dir.path(), ExistingRun::Refuse).unwrap();
+        let store = CheckpointDirectory::of(&run);
+        let at = |step: f64| DrawStatistics {
+            step_size: Some(step),
+            ..DrawStatistics::default()
+        };
+        let first: Vec<DrawStatistics> = (0..5).map(|i| at(i as f64)).collect();
+        store.save_statistics(1, 0, &first).unwrap();
+        // A resumed chain whose checkpoint had 3 draws: draws 3.. are written again.
+        store.save_statistics(1, 3, &[at(30.0)]).unwrap();
+        let back = store.load_statistics(1, 6).unwrap();
+        let steps: Vec<Option<f64>> = back.iter().map(|s| s.step_size).collect();
+        assert_eq!(
+            steps,
+            [Some(0.0), Some(1.0), Some(2.0), Some(30.0), None, None]
+        );
+        assert_eq!(
+            store.load_statistics(0, 2).unwrap(),
+            vec![DrawStatistics::default(); 2]
+        );
+        store.clear_chains().unwrap();
+        assert_eq!(store.load_statistics(1, 1).unwrap()[0].step_size, None);
+    }
 }

@@ -194,3 +194,34 @@ impl MhStatistics {
         self.final_temperature = self.final_temperature.max(other.final_temperature);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DrawStatistics;
+
+    /// Every combination of present and absent fields (NaN and negative values included)
+    /// comes back from its record as it went in; an all-zero record (a gap) has none.
+    #[test]
+    fn draw_statistics_round_trip_through_their_records() {
+        for step_size in [None, Some(1e-3), Some(f64::NAN)] {
+            for thermostat in [None, Some(-0.25), Some(0.0)] {
+                for accepted in [None, Some(false), Some(true)] {
+                    let s = DrawStatistics {
+                        step_size,
+                        thermostat,
+                        accepted,
+                    };
+                    let back = DrawStatistics::from_record(&s.to_record());
+                    let bits = |v: Option<f64>| v.map(f64::to_bits);
+                    assert_eq!(
+                        (bits(back.step_size), bits(back.thermostat), back.accepted),
+                        (bits(s.step_size), bits(s.thermostat), s.accepted),
+                        "{s:?}"
+                    );
+                }
+            }
+        }
+        let none = DrawStatistics::from_record(&[0; DrawStatistics::RECORD_BYTES]);
+        assert_eq!(none, DrawStatistics::default());
+    }
+}
