@@ -372,3 +372,42 @@ fn a_memory_run_checkpoints_by_the_interval_alone() {
     assert_eq!(last.progress.iterations, 1600);
     assert_eq!(last.progress.draws, 500);
 }
+
+/// Chains run elsewhere (issue 26: a chain range per process or array task) are skipped: the
+/// chains a run makes here are those of the whole run, bit for bit, on any number of threads,
+/// and the report holds only them, in chain order. Break-once check: seeding each prepared
+/// chain's stream by its position among the chains run here instead of its number made chain
+/// 1's draws differ ("chain 1 run alone differs"); restored.
+#[test]
+fn chains_run_elsewhere_are_skipped_and_the_others_are_unchanged() {
+    let model = model();
+    let sampler = SamplerSettings::sgld(1e-3);
+    let gradient: EstimatorSettings = toml::from_str("batch_size = 40").unwrap();
+    let centre = vec![0.0; model.dim()];
+    let (report, full) = run_with(&model, (&sampler, false), &gradient, &centre, &[], None);
+    assert_eq!(report.unwrap().chains.len(), 2);
+    for (starts, ran) in [
+        ([ChainStart::Elsewhere, ChainStart::Fresh], 1),
+        ([ChainStart::Fresh, ChainStart::Elsewhere], 0),
+    ] {
+        let one_thread = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let (report, alone) = one_thread
+            .install(|| run_with(&model, (&sampler, false), &gradient, &centre, &starts, None));
+        let report = report.unwrap();
+        assert_eq!(
+            report.chains.iter().map(|c| c.chain).collect::<Vec<_>>(),
+            [ran]
+        );
+        assert!(
+            bits(&alone[ran]) == bits(&full[ran]),
+            "chain {ran} run alone differs"
+        );
+        assert!(
+            alone[1 - ran].is_empty(),
+            "the chain run elsewhere wrote draws"
+        );
+    }
+}

@@ -258,7 +258,8 @@ where
 /// [`run_until`] with checkpoints (if `checkpoints` is given) and each chain c beginning as
 /// `starts[c]` says (fresh where `starts` is shorter): a chain resumed from its last
 /// checkpoint makes exactly the draws after it that an uninterrupted run makes, so `sink`
-/// must hand chain c a writer that continues after the checkpoint's draws.
+/// must hand chain c a writer that continues after the checkpoint's draws. Chains whose start
+/// is [`ChainStart::Elsewhere`] are skipped: the report holds the others, in chain order.
 pub fn run_resumable<'a, F>(
     settings: &RunSettings,
     make_chain: F,
@@ -275,6 +276,10 @@ where
     let start = Instant::now();
     let mut prepared = Vec::with_capacity(settings.chains);
     for c in 0..settings.chains {
+        let start = starts.get(c).unwrap_or(&ChainStart::Fresh);
+        if *start == ChainStart::Elsewhere {
+            continue;
+        }
         let mut rng = chain_stream(settings.seed, c);
         let chain = make_chain(c, &mut rng)?;
         if !chain.init.iter().all(|v| v.is_finite()) {
@@ -286,7 +291,6 @@ where
         let writer = sink
             .chain_writer(c)
             .map_err(|source| RunError::Sink { chain: c, source })?;
-        let start = starts.get(c).unwrap_or(&ChainStart::Fresh);
         prepared.push((c, chain, rng, writer, start));
     }
     let reports = prepared
@@ -481,6 +485,7 @@ fn run_chain(
                 .map_err(|source| RunError::Resume { chain: c, source })?;
             (header.progress, header.seconds)
         }
+        ChainStart::Elsewhere => unreachable!("chains run elsewhere are not prepared"),
     };
     let plan = ChainPlan {
         budget: remaining_budget(settings.budget, seconds_before),

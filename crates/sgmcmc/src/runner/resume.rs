@@ -50,6 +50,10 @@ pub enum ChainStart {
     Fresh,
     /// The bytes of the chain's last checkpoint.
     Resume(Vec<u8>),
+    /// The chain runs elsewhere (another process, task or machine): it is not built, has no
+    /// writer and no report here. Every chain is a function of (settings, seed, chain number)
+    /// alone, so the chains a process runs are those of the whole run, bit for bit.
+    Elsewhere,
 }
 
 /// Version of the checkpoint layout (a checkpoint of another version is refused).
