@@ -39,17 +39,23 @@ fn sgmcmc(dir: &Path) -> Command {
     cmd
 }
 
-fn run_to_end(dir: &Path, out: &str, extra: &[&str]) {
+/// Runs `sgmcmc COMMAND FILE --out OUT EXTRA...` in `dir`, which must succeed; its stdout.
+fn succeeds(dir: &Path, [command, file]: [&str; 2], out: &str, extra: &[&str]) -> String {
     let result = sgmcmc(dir)
-        .args(["run", "run.toml", "--out", out])
+        .args([command, file, "--out", out])
         .args(extra)
         .output()
         .unwrap();
     assert!(
         result.status.success(),
-        "{out} {extra:?}: {}",
+        "{command} {out} {extra:?}: {}",
         String::from_utf8_lossy(&result.stderr)
     );
+    String::from_utf8_lossy(&result.stdout).into_owned()
+}
+
+fn run_to_end(dir: &Path, out: &str, extra: &[&str]) {
+    succeeds(dir, ["run", "run.toml"], out, extra);
 }
 
 /// Every chain's draws, bit for bit.
@@ -276,16 +282,7 @@ fn tune_json(dir: &Path) -> serde_json::Value {
 fn a_tuning_run_killed_after_a_round_resumes_to_the_uninterrupted_outcome() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.toml"), TUNE_RUN).unwrap();
-    let tune = |out: &str, extra: &[&str]| {
-        let result = sgmcmc(dir.path())
-            .args(["tune", "run.toml", "--out", out])
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
-        String::from_utf8_lossy(&result.stdout).into_owned()
-    };
+    let tune = |out: &str, extra: &[&str]| succeeds(dir.path(), ["tune", "run.toml"], out, extra);
     tune("whole", &[]);
     let whole = tune_json(&dir.path().join("whole"));
     let whole_draws = draw_bits(&dir.path().join("whole/winner_draws.zarr"));
@@ -350,15 +347,8 @@ fn a_reference_run_killed_after_a_chain_resumes_to_the_uninterrupted_reference()
     std::fs::write(dir.path().join("run.toml"), REFERENCE_RUN).unwrap();
     let options = ["--chains", "4", "--warmup", "300", "--draws", "300"];
     let reference = |out: &str, extra: &[&str]| {
-        let result = sgmcmc(dir.path())
-            .args(["reference", "run.toml", "--out", out])
-            .args(options)
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
-        String::from_utf8_lossy(&result.stdout).into_owned()
+        let extra = [&options[..], extra].concat();
+        succeeds(dir.path(), ["reference", "run.toml"], out, &extra)
     };
     reference("whole.json", &[]);
     let whole = std::fs::read(dir.path().join("whole.json")).unwrap();
@@ -445,16 +435,8 @@ const CORESET_RUN: &str = "[data]\nsynthetic = { rows = 5000, dim = 5, generator
 fn a_coreset_run_killed_in_the_middle_resumes_to_the_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("coreset.toml"), CORESET_RUN).unwrap();
-    let coreset = |out: &str, extra: &[&str]| {
-        let result = sgmcmc(dir.path())
-            .args(["coreset", "coreset.toml", "--out", out])
-            .args(extra)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        assert!(result.status.success(), "{out} {extra:?}: {stderr}");
-        String::from_utf8_lossy(&result.stdout).into_owned()
-    };
+    let coreset =
+        |out: &str, extra: &[&str]| succeeds(dir.path(), ["coreset", "coreset.toml"], out, extra);
     let report = |out: &str| -> serde_json::Value {
         let text = std::fs::read_to_string(dir.path().join(out).join("coreset.json")).unwrap();
         untimed(&serde_json::from_str(&text).unwrap())

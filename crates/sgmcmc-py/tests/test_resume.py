@@ -39,14 +39,19 @@ np.save(sys.argv[1] + ".npy", idata.posterior["theta"].values)
 """
 
 
-def run(out: Path, mode: str) -> subprocess.Popen[str]:
+def spawn(script: str, out: Path, mode: str) -> subprocess.Popen[str]:
+    """Runs `script` with the output directory `out` and `mode` ("new" or "resume")."""
     return subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(out), mode],
+        [sys.executable, "-c", script, str(out), mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "RAYON_NUM_THREADS": "2"},
     )
+
+
+def run(out: Path, mode: str) -> subprocess.Popen[str]:
+    return spawn(SCRIPT, out, mode)
 
 
 def finish(proc: subprocess.Popen[str]) -> None:
@@ -153,13 +158,7 @@ print(json.dumps({"label": result.label, "rounds": result.rounds,
 
 
 def tune(out: Path, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", TUNE, str(out), mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "RAYON_NUM_THREADS": "2"},
-    )
+    return spawn(TUNE, out, mode)
 
 
 def tuned(proc: subprocess.Popen[str]) -> dict:

@@ -207,6 +207,22 @@ pub struct NutsChainReport {
     pub seconds: f64,
 }
 
+impl NutsChainReport {
+    /// The report of chain `chain` started at `init`, before its first transition.
+    fn new(chain: usize, init: Vec<f64>) -> Self {
+        Self {
+            chain,
+            divergences: 0,
+            warmup_divergences: 0,
+            non_finite: 0,
+            gradient_evaluations: 0,
+            step_size: f64::NAN,
+            init,
+            seconds: 0.0,
+        }
+    }
+}
+
 /// A NUTS reference run: the moments for the reference file and everything behind them.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -403,16 +419,7 @@ fn decode_chain(
     expect(&mut r, "seed", settings.seed)?;
     expect(&mut r, "warmup", settings.warmup as u64)?;
     expect(&mut r, "draws", settings.draws as u64)?;
-    let mut report = NutsChainReport {
-        chain: c,
-        divergences: 0,
-        warmup_divergences: 0,
-        non_finite: 0,
-        gradient_evaluations: 0,
-        step_size: f64::NAN,
-        init: vec![0.0; d],
-        seconds: 0.0,
-    };
+    let mut report = NutsChainReport::new(c, vec![0.0; d]);
     r.field("divergences", &mut report.divergences)?;
     r.field("warmup_divergences", &mut report.warmup_divergences)?;
     r.field("non_finite", &mut report.non_finite)?;
@@ -631,16 +638,7 @@ fn run_chain(
     let total = settings.warmup + settings.draws;
     progress.chain_started(c, Some(total));
     let mut draws = Vec::with_capacity(settings.draws * d);
-    let mut report = NutsChainReport {
-        chain: c,
-        divergences: 0,
-        warmup_divergences: 0,
-        non_finite: 0,
-        gradient_evaluations: 0,
-        step_size: f64::NAN,
-        init,
-        seconds: 0.0,
-    };
+    let mut report = NutsChainReport::new(c, init);
     let mut step = NutsStep {
         chain,
         chain_index: c,
