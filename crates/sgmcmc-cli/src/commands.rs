@@ -237,7 +237,11 @@ fn execute_resolved(
     pipeline::check_run(cfg, prepared.model())?;
     let settings = pipeline::run_settings(cfg)?;
     let threads = rayon_threads();
-    if let Some(note) = sharing_note(cfg.run.chains, threads, cfg.run.budget_seconds) {
+    // The chains this process runs (some of them with `--chains`).
+    let here = output
+        .and_then(|o| o.only.as_ref())
+        .map_or(cfg.run.chains, Vec::len);
+    if let Some(note) = sharing_note(here, threads, cfg.run.budget_seconds) {
         outln!("{note}");
     }
     let per_chain = match settings.budget {
@@ -385,10 +389,88 @@ pub fn demo(
     finish(&outcome)
 }
 
+/// How `sgmcmc run` splits a run over processes (a batch scheduler's tasks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Split {
+    /// Every chain in this process.
+    Whole,
+    /// Record the run and create its store; no sampling (`--prepare`).
+    Prepare,
+    /// Only these chains of a prepared run (`--chains`).
+    Chains(Vec<usize>),
+    /// Summarise a prepared run whose chains are all in (`--finish`).
+    Finish,
+}
+
+/// The chains `N` or `N-M` (inclusive) of `--chains`.
+pub fn parse_chains(spec: &str) -> Result<Vec<usize>> {
+    let number = |s: &str| -> Result<usize> {
+        s.trim()
+            .parse()
+            .with_context(|| format!("--chains {spec}: `{s}` is not a chain number"))
+    };
+    let (first, last) = match spec.split_once('-') {
+        Some((a, b)) => (number(a)?, number(b)?),
+        None => (number(spec)?, number(spec)?),
+    };
+    if first > last {
+        anyhow::bail!("--chains {spec}: the range is empty (write N-M with N <= M)");
+    }
+    Ok((first..=last).collect())
+}
+
+/// `sgmcmc run CONFIG --out DIR --chains N[-M]`: chains of a prepared run, each from its
+/// checkpoint if it has one; no summary (`--finish` writes it once every chain is in).
+fn run_chains(config: &Path, out: &Path, chains: &[usize]) -> Result<()> {
+    let given = Config::from_file(config)?;
+    let prepared = pipeline::prepare(&given)?;
+    let model = prepared.model();
+    let dir = RunDirectory::open_chains(out, chains)?;
+    let (cfg, _) = pipeline::recorded_run(&dir, &given, model)?;
+    if let Some(&c) = chains.iter().find(|&&c| c >= cfg.run.chains) {
+        anyhow::bail!(
+            "--chains: the run in {} has chains 0-{}, not chain {c}",
+            out.display(),
+            cfg.run.chains - 1
+        );
+    }
+    let mut output = pipeline::RunOutput::in_directory(&dir, true);
+    output.only = Some(chains.to_vec());
+    let (outcome, _) = execute_resolved(&cfg, &prepared, None, Some(&output))?;
+    for chain in &outcome.run.chains {
+        let before = outcome
+            .resumed_draws
+            .as_ref()
+            .map_or(0, |kept| kept[chain.chain]);
+        outln!(
+            "chain {}: {} draws ({} from its checkpoint), {} iterations in {:.2} s{}",
+            chain.chain,
+            chain.draws,
+            before,
+            chain.iterations,
+            chain.seconds,
+            if chain.divergence.is_some() {
+                "; DIVERGED"
+            } else {
+                ""
+            }
+        );
+    }
+    if outcome.interrupted {
+        anyhow::bail!("interrupted: run the same command again to continue these chains");
+    }
+    Ok(())
+}
+
 /// `sgmcmc run CONFIG --out DIR`. A run file without a `[sampler]` table takes the default
 /// path (`pipeline::default_path`): MAP, Laplace preconditioner, control variates where they
-/// pay, MAMBA's step; what it chose is printed and written to summary.json.
-pub fn run(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
+/// pay, MAMBA's step; what it chose is printed and written to summary.json. `split` runs it as
+/// separate processes instead: `--prepare`, then `--chains` (any number at once), then
+/// `--finish`.
+pub fn run(config: &Path, out: &Path, existing: ExistingRun, split: Split) -> Result<()> {
+    if let Split::Chains(chains) = &split {
+        return run_chains(config, out, chains);
+    }
     let given = Config::from_file(config)?;
     // Data (without the held-out test rows), model, test split and reference.
     let prepared = pipeline::prepare(&given)?;
@@ -419,6 +501,30 @@ pub fn run(config: &Path, out: &Path, existing: ExistingRun) -> Result<()> {
         (cfg, resolved, None, dir)
     };
     let output = pipeline::RunOutput::in_directory(&dir, resume);
+    if split == Split::Prepare {
+        let draws = pipeline::prepare_store(&cfg, model, &output)?;
+        outln!(
+            "prepared {}: {} chains of {draws} draws each; run them with `sgmcmc run {} --out {} \
+             --chains N[-M]` (any number at once), then `--finish`",
+            out.display(),
+            cfg.run.chains,
+            config.display(),
+            out.display()
+        );
+        return Ok(());
+    }
+    if split == Split::Finish {
+        let unfinished = pipeline::unfinished_chains(&cfg, &output)?;
+        if !unfinished.is_empty() {
+            let list: Vec<String> = unfinished.iter().map(usize::to_string).collect();
+            anyhow::bail!(
+                "the run in {} is not finished: chains {} do not have all their draws yet (run \
+                 them with --chains)",
+                out.display(),
+                list.join(", ")
+            );
+        }
+    }
     let (mut outcome, chains) = execute_resolved(&cfg, &prepared, resolved, Some(&output))?;
     if recorded_choices.is_some() {
         outcome.default_path = recorded_choices;

@@ -51,6 +51,21 @@ enum Command {
         /// checkpoints, with the same run file: the draws are those of an uninterrupted run.
         #[arg(long)]
         resume: bool,
+        /// Prepare the run for its chains to run as separate processes or batch-scheduler
+        /// tasks: resolve it (the default path included), record it in --out and create its
+        /// store; sample nothing. Then `--chains` runs some chains, and `--finish` summarises.
+        #[arg(long, conflicts_with_all = ["resume", "chains", "finish"])]
+        prepare: bool,
+        /// Run only these chains of the prepared run in --out (N, or N-M inclusive, e.g. a
+        /// Slurm array's task id), each from its checkpoint if it has one (so a retried task
+        /// continues); other processes may run other chains into the same directory at once.
+        #[arg(long, value_name = "N[-M]", conflicts_with_all = ["resume", "overwrite", "finish"])]
+        chains: Option<String>,
+        /// Summarise the prepared run in --out once every chain has all its draws (R-hat, ESS,
+        /// the bias check; summary.json), and finish its store; refused while a chain is
+        /// missing draws.
+        #[arg(long, conflicts_with_all = ["resume", "overwrite"])]
+        finish: bool,
     },
     /// Coreset MCMC (Hot DoG by default) on a coreset run file ([data], [model], [coreset]; see examples/coreset_gaussian.toml): trains the weights, then keeps draws from the coreset posterior.
     Coreset {
@@ -216,7 +231,22 @@ fn main() -> ExitCode {
             out,
             overwrite,
             resume,
-        } => commands::run(&config, &out, existing_or_resume(overwrite, resume)),
+            prepare,
+            chains,
+            finish,
+        } => (|| -> anyhow::Result<()> {
+            let split = if prepare {
+                commands::Split::Prepare
+            } else if let Some(spec) = chains {
+                commands::Split::Chains(commands::parse_chains(&spec)?)
+            } else if finish {
+                commands::Split::Finish
+            } else {
+                commands::Split::Whole
+            };
+            let existing = existing_or_resume(overwrite, resume || finish);
+            commands::run(&config, &out, existing, split)
+        })(),
         Command::Coreset {
             config,
             out,

@@ -1119,12 +1119,15 @@ fn execute_keeping_draws(
 
     let memory = MemorySink::new(settings.chains, dim);
     let mut continued = match output {
-        Some(out) if out.resume => Some(continued_chains(out, settings.chains)?),
+        Some(out) if out.resume || out.only.is_some() => {
+            Some(continued_chains(out, settings.chains)?)
+        }
         _ => None,
     };
     let (zarr, earlier) = match (output, &continued) {
         (Some(out), Some(continued)) => {
-            let (sink, draws) = ZarrSink::reopen(&out.zarr, "theta", &continued.kept)?;
+            let (sink, draws) =
+                ZarrSink::reopen_chains(&out.zarr, "theta", &continued.kept, out.only.as_deref())?;
             (Some(sink), Some(draws))
         }
         (Some(out), None) => {
@@ -1232,13 +1235,38 @@ fn execute_keeping_draws(
     // them; none after a kill), then this run's.
     let mut report = report;
     if let Some(continued) = continued.as_mut() {
-        let earlier = std::mem::take(&mut continued.statistics);
-        for (chain, earlier) in report.chains.iter_mut().zip(earlier) {
+        for chain in report.chains.iter_mut() {
+            let earlier = std::mem::take(&mut continued.statistics[chain.chain]);
             let later = std::mem::replace(&mut chain.draw_statistics, earlier);
             chain.draw_statistics.extend(later);
         }
     }
     let diverged = report.diverged_chains();
+    if output.is_some_and(|o| o.only.is_some()) {
+        // Some of the run's chains: their draws, statistics and checkpoints are in the run's
+        // directory; the store is finished and summarised once every chain is in.
+        drop(zarr);
+        let outcome = Outcome {
+            parameters: Vec::new(),
+            iterations_per_second: report.iterations_per_second(),
+            draws: report.draws(),
+            chains: settings.chains,
+            seconds: report.seconds,
+            diverged_chains: diverged,
+            interrupted: report.interrupted(),
+            summarised_chains: Vec::new(),
+            map,
+            map_seconds,
+            run: report,
+            evaluation: None,
+            preconditioner: preconditioner.as_ref().map(Preconditioner::shape),
+            laplace_sd: None,
+            bias_check: None,
+            default_path: None,
+            resumed_draws: continued.map(|c| c.kept),
+        };
+        return Ok((outcome, Vec::new()));
+    }
     let summarised: Vec<usize> = (0..settings.chains)
         .filter(|c| !diverged.contains(c))
         .collect();
@@ -1306,6 +1334,81 @@ fn execute_keeping_draws(
     Ok((outcome, all))
 }
 
+/// Draws per chain of a run whose chains run as separate processes or tasks, which needs an
+/// iteration budget (every chain's draws known in advance).
+fn split_draws(settings: &RunSettings) -> Result<usize, PipelineError> {
+    match settings.budget {
+        Budget::Iterations(n) => Ok(n / settings.thin.max(1)),
+        _ => Err(PipelineError::RunFile(
+            "a run whose chains run as separate tasks needs an iteration budget (`[run] \
+             iterations`), so that every chain's draws are known in advance"
+                .into(),
+        )),
+    }
+}
+
+/// Creates the store of a run whose chains will run as separate processes or tasks
+/// (`sgmcmc run --prepare`): every chain's array at its final length, so that no process
+/// enlarges it; no draws, no checkpoints. Returns the draws per chain.
+pub fn prepare_store(
+    cfg: &Config,
+    model: &dyn Model,
+    output: &RunOutput,
+) -> Result<usize, PipelineError> {
+    let settings = check_run(cfg, model)?;
+    let draws = split_draws(&settings)?;
+    if let Some(cp) = &output.checkpoints {
+        cp.clear_chains().map_err(|source| PipelineError::File {
+            path: cp.path().to_path_buf(),
+            action: "cannot clear earlier checkpoints",
+            source,
+        })?;
+    }
+    let sink = ZarrSink::create(
+        &output.zarr,
+        settings.chains,
+        model.dim(),
+        "theta",
+        &model.parameter_names(),
+        Some(draws),
+    )?;
+    sink.reserve(draws)?;
+    Ok(draws)
+}
+
+/// The chains of the run in `output` that do not have all their draws yet (by their
+/// checkpoints; a chain without one has none).
+pub fn unfinished_chains(cfg: &Config, output: &RunOutput) -> Result<Vec<usize>, PipelineError> {
+    let settings = run_settings(cfg)?;
+    let draws = split_draws(&settings)?;
+    let store = output.checkpoints.as_ref().ok_or_else(|| {
+        PipelineError::RunFile("a run without checkpoints cannot be finished".into())
+    })?;
+    let saved = store
+        .load(settings.chains)
+        .map_err(|source| PipelineError::File {
+            path: store.path().to_path_buf(),
+            action: "cannot read the checkpoints",
+            source,
+        })?;
+    let mut unfinished = Vec::new();
+    for (c, bytes) in saved.into_iter().enumerate() {
+        let done = match bytes {
+            Some(bytes) => {
+                checkpoint_header(&bytes)
+                    .map_err(|source| RunError::Resume { chain: c, source })?
+                    .progress
+                    .draws
+            }
+            None => 0,
+        };
+        if done < draws {
+            unfinished.push(c);
+        }
+    }
+    Ok(unfinished)
+}
+
 /// The chains of a run being continued: how each starts, the draws each keeps from before,
 /// and those draws' statistics.
 struct Continued {
@@ -1327,6 +1430,11 @@ fn continued_chains(output: &RunOutput, chains: usize) -> Result<Continued, Pipe
     let mut starts = Vec::with_capacity(chains);
     let mut kept = Vec::with_capacity(chains);
     for (c, bytes) in saved.into_iter().enumerate() {
+        if output.only.as_ref().is_some_and(|only| !only.contains(&c)) {
+            kept.push(0);
+            starts.push(ChainStart::Elsewhere);
+            continue;
+        }
         match bytes {
             Some(bytes) => {
                 let header = checkpoint_header(&bytes)

@@ -60,6 +60,9 @@ pub struct RunOutput {
     pub checkpoints: Option<CheckpointDirectory>,
     /// Continue the chains from their checkpoints and the store's draws.
     pub resume: bool,
+    /// Run only these chains of the run (each from its checkpoint, if it has one), beside
+    /// other processes that run the others into the same store; `None`: every chain.
+    pub only: Option<Vec<usize>>,
 }
 
 impl RunOutput {
@@ -69,6 +72,7 @@ impl RunOutput {
             zarr,
             checkpoints: None,
             resume: false,
+            only: None,
         }
     }
 
@@ -78,6 +82,7 @@ impl RunOutput {
             zarr: dir.join("draws.zarr"),
             checkpoints: Some(CheckpointDirectory::of(dir)),
             resume,
+            only: None,
         }
     }
 }

@@ -95,6 +95,8 @@ pub struct RunDirectory {
     path: PathBuf,
     /// Holds the lock; the kernel releases it when this closes or the process ends.
     _lock: File,
+    /// The chains' own locks, when this process runs only some of the run's chains.
+    _chain_locks: Vec<File>,
 }
 
 impl RunDirectory {
@@ -181,6 +183,66 @@ impl RunDirectory {
         Ok(RunDirectory {
             path: path.to_path_buf(),
             _lock: lock,
+            _chain_locks: Vec::new(),
+        })
+    }
+
+    /// Opens the directory of a prepared run to run only its chains `chains`, beside other
+    /// processes that run the others: the directory's lock is taken shared (a whole run into
+    /// it, which takes it alone, is refused while chains run, and the other way round), and
+    /// each chain's own lock (`.chain-<c>.lock`) alone, so that no chain runs twice at once.
+    /// Nothing is deleted.
+    pub fn open_chains(path: &Path, chains: &[usize]) -> Result<Self, RunDirError> {
+        let shown = path.display().to_string();
+        let io = |action: &'static str| {
+            let shown = shown.clone();
+            move |source| RunDirError::Io {
+                path: shown,
+                action,
+                source,
+            }
+        };
+        if !fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(RunDirError::NotADirectory { path: shown });
+        }
+        let open = |name: &str| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path.join(name))
+        };
+        let lock = open(LOCK_FILE).map_err(io("create its lock file"))?;
+        match lock.try_lock_shared() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(RunDirError::InUse {
+                    path: shown,
+                    holder: String::new(),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(io("lock it")(e)),
+        }
+        let mut chain_locks = Vec::with_capacity(chains.len());
+        for &c in chains {
+            let file =
+                open(&format!(".chain-{c}.lock")).map_err(io("create a chain's lock file"))?;
+            match file.try_lock() {
+                Ok(()) => chain_locks.push(file),
+                Err(TryLockError::WouldBlock) => {
+                    return Err(RunDirError::InUse {
+                        path: shown,
+                        holder: format!(" (chain {c} is being run by another process)"),
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(io("lock a chain")(e)),
+            }
+        }
+        Ok(RunDirectory {
+            path: path.to_path_buf(),
+            _lock: lock,
+            _chain_locks: chain_locks,
         })
     }
 

@@ -215,8 +215,22 @@ impl ZarrSink {
         variable: &str,
         kept: &[usize],
     ) -> Result<(ZarrSink, Vec<Vec<f64>>), SinkError> {
+        Self::reopen_chains(path, variable, kept, None)
+    }
+
+    /// [`ZarrSink::reopen`] for a process that runs only the chains `only` of the store
+    /// (others run theirs into it at the same time): only those chains are read back and
+    /// cleared (the others' kept draws come back empty), and a store that was finished (its
+    /// posterior cut to fewer chains) is refused rather than rearranged.
+    pub fn reopen_chains(
+        path: &Path,
+        variable: &str,
+        kept: &[usize],
+        only: Option<&[usize]>,
+    ) -> Result<(ZarrSink, Vec<Vec<f64>>), SinkError> {
         use zarrs::array::ArraySubset;
         let err = |m: String| zarr_err(path, m);
+        let ours_chain = |c: usize| only.is_none_or(|o| o.contains(&c));
         let ours = fs::read(path.join("zarr.json"))
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -229,6 +243,12 @@ impl ZarrSink {
         // A finished store whose posterior shows fewer chains or draws than were run: every
         // chain's draws go back to where the run writes them.
         let all = path.join(ALL_CHAINS);
+        if all.is_dir() && only.is_some() {
+            return Err(err(
+                "the run's store was finished (its chains summarised); its chains cannot be run into it again"
+                    .into(),
+            ));
+        }
         if all.is_dir() {
             let posterior = path.join("posterior");
             let io = |p: &Path| {
@@ -265,7 +285,7 @@ impl ZarrSink {
         let mut earlier = Vec::with_capacity(chains);
         for (c, &n) in kept.iter().enumerate() {
             let c64 = c as u64;
-            let draws: Vec<f64> = if n == 0 {
+            let draws: Vec<f64> = if n == 0 || !ours_chain(c) {
                 Vec::new()
             } else if n as u64 > extent {
                 return Err(err(format!(
@@ -291,6 +311,9 @@ impl ZarrSink {
         // Every chain checked: clear what follows the kept draws (the rest of their last
         // chunk, later chunks).
         for (c, (&n, draws)) in kept.iter().zip(&earlier).enumerate() {
+            if !ours_chain(c) {
+                continue;
+            }
             let c64 = c as u64;
             let (full, partial) = (n / chunk_draws, n % chunk_draws);
             if partial > 0 {
@@ -321,6 +344,13 @@ impl ZarrSink {
         }
         let sink = Self::assemble(root, store, dim, chunk_draws, array, extent, kept.to_vec());
         Ok((sink, earlier))
+    }
+
+    /// Makes the on-disk draw extent at least `draws` now, so that chains run by several
+    /// processes into one store never enlarge it (each process would rewrite the array's
+    /// metadata, and the last writer would win).
+    pub fn reserve(&self, draws: usize) -> Result<(), SinkError> {
+        self.ensure_extent(draws as u64, &[0, 0, 0]).map(|_| ())
     }
 
     /// Root directory of the store.
