@@ -1242,35 +1242,13 @@ fn execute_keeping_draws(
         }
     }
     let diverged = report.diverged_chains();
-    if output.is_some_and(|o| o.only.is_some()) {
-        // Some of the run's chains: their draws, statistics and checkpoints are in the run's
-        // directory; the store is finished and summarised once every chain is in.
-        drop(zarr);
-        let outcome = Outcome {
-            parameters: Vec::new(),
-            iterations_per_second: report.iterations_per_second(),
-            draws: report.draws(),
-            chains: settings.chains,
-            seconds: report.seconds,
-            diverged_chains: diverged,
-            interrupted: report.interrupted(),
-            summarised_chains: Vec::new(),
-            map,
-            map_seconds,
-            run: report,
-            evaluation: None,
-            preconditioner: preconditioner.as_ref().map(Preconditioner::shape),
-            laplace_sd: None,
-            bias_check: None,
-            default_path: None,
-            resumed_draws: continued.map(|c| c.kept),
-        };
-        return Ok((outcome, Vec::new()));
-    }
+    // Only some of the run's chains (`--chains`): their draws, statistics and checkpoints are
+    // in the run's directory; the store is finished and summarised once every chain is in.
+    let some_chains = output.is_some_and(|o| o.only.is_some());
     let summarised: Vec<usize> = (0..settings.chains)
-        .filter(|c| !diverged.contains(c))
+        .filter(|c| !diverged.contains(c) && !some_chains)
         .collect();
-    if let Some(z) = zarr {
+    if let Some(z) = zarr.filter(|_| !some_chains) {
         // ArviZ's posterior: the summarised chains cut to the shortest (every chain as run
         // stays beside it), as the summary below sees them.
         let statistics: Vec<&[_]> = report
@@ -1289,21 +1267,21 @@ fn execute_keeping_draws(
         }
     }
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
-    let parameters = if cfg.run.summary {
+    let parameters = if cfg.run.summary && !some_chains {
         summarize_parameters(&model.parameter_names(), &kept)
     } else {
         Vec::new()
     };
     // The Laplace approximation beside the draws (the summary's and the figure's laplace_sd):
     // formed above when the run needed it, else at the MAP when its 2D full passes are cheap.
-    let laplace = laplace.or_else(|| {
-        let m = map.as_ref()?;
+    let laplace = laplace.filter(|_| !some_chains).or_else(|| {
+        let m = map.as_ref().filter(|_| !some_chains)?;
         let cost = 2.0 * (dim * dim) as f64 * model.num_data() as f64;
         (cost <= LAPLACE_BESIDE_MAX_COST)
             .then(|| laplace_at(model, &m.theta).ok())
             .flatten()
     });
-    let bias_check = cfg.run.bias_check.then(|| {
+    let bias_check = (cfg.run.bias_check && !some_chains).then(|| {
         run_bias_check(
             model,
             &kept,

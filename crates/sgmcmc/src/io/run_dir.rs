@@ -89,6 +89,16 @@ pub enum RunDirError {
     },
 }
 
+/// The error of `action` failing on the directory `path`.
+fn io_error(path: &str, action: &'static str) -> impl FnOnce(io::Error) -> RunDirError {
+    let path = path.to_string();
+    move |source| RunDirError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
 /// An output directory held for one run: created if absent, locked until dropped.
 #[derive(Debug)]
 pub struct RunDirectory {
@@ -104,14 +114,7 @@ impl RunDirectory {
     /// outputs there.
     pub fn open(path: &Path, existing: ExistingRun) -> Result<Self, RunDirError> {
         let shown = path.display().to_string();
-        let io = |action: &'static str| {
-            let shown = shown.clone();
-            move |source| RunDirError::Io {
-                path: shown,
-                action,
-                source,
-            }
-        };
+        let io = |action: &'static str| io_error(&shown, action);
         match fs::metadata(path) {
             Ok(meta) if !meta.is_dir() => return Err(RunDirError::NotADirectory { path: shown }),
             Ok(_) => {}
@@ -194,14 +197,7 @@ impl RunDirectory {
     /// Nothing is deleted.
     pub fn open_chains(path: &Path, chains: &[usize]) -> Result<Self, RunDirError> {
         let shown = path.display().to_string();
-        let io = |action: &'static str| {
-            let shown = shown.clone();
-            move |source| RunDirError::Io {
-                path: shown,
-                action,
-                source,
-            }
-        };
+        let io = |action: &'static str| io_error(&shown, action);
         if !fs::metadata(path).is_ok_and(|m| m.is_dir()) {
             return Err(RunDirError::NotADirectory { path: shown });
         }
