@@ -169,3 +169,50 @@ fn a_split_that_cannot_work_is_refused() {
         &["already holds a run"],
     );
 }
+
+/// A chain that diverges in its task is done: `--finish` does not wait for it, continues it
+/// from its last finite checkpoint (where it diverges again) and ends as the run in one process
+/// does (here every chain diverges: the same error, and the same draws in the store).
+/// Break-once check: without the marker a diverged chain leaves, `--finish` refused ("not
+/// finished: chains 0, 1"); restored.
+#[test]
+fn diverged_chains_are_done_and_finish_as_in_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let diverging = RUN
+        .replace("step_size = 2e-5", "step_size = 100.0")
+        .replace("chains = 4", "chains = 2")
+        .replace("iterations = 1_000_000", "iterations = 20_000");
+    std::fs::write(d.join("run.toml"), diverging).unwrap();
+    let whole = sgmcmc(d, &["run", "run.toml", "--out", "whole"])
+        .output()
+        .unwrap();
+    assert!(!whole.status.success());
+    let whole_error = String::from_utf8_lossy(&whole.stderr).into_owned();
+    assert!(
+        whole_error.contains("every chain diverged"),
+        "{whole_error}"
+    );
+
+    run(d, &["run", "run.toml", "--out", "split", "--prepare"]);
+    let out = run(d, &["run", "run.toml", "--out", "split", "--chains", "0-1"]);
+    assert_eq!(out.matches("DIVERGED").count(), 2, "{out}");
+    let finish = sgmcmc(d, &["run", "run.toml", "--out", "split", "--finish"])
+        .output()
+        .unwrap();
+    assert!(!finish.status.success());
+    let finish_error = String::from_utf8_lossy(&finish.stderr);
+    assert!(
+        finish_error.contains("every chain diverged"),
+        "{finish_error}"
+    );
+    let draws = |dir: &str| -> Vec<Vec<u64>> {
+        read_draws(&d.join(dir).join("draws.zarr"), "theta")
+            .unwrap()
+            .chains
+            .iter()
+            .map(|c| c.iter().map(|v| v.to_bits()).collect())
+            .collect()
+    };
+    assert!(draws("split") == draws("whole"), "the stored draws differ");
+}

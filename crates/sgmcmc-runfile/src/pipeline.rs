@@ -1245,6 +1245,22 @@ fn execute_keeping_draws(
     // Only some of the run's chains (`--chains`): their draws, statistics and checkpoints are
     // in the run's directory; the store is finished and summarised once every chain is in.
     let some_chains = output.is_some_and(|o| o.only.is_some());
+    if let Some(store) = output
+        .filter(|_| some_chains)
+        .and_then(|o| o.checkpoints.as_ref())
+    {
+        // A diverged chain is done (`--finish` continues it from its last finite checkpoint,
+        // and it diverges there again, as in one process): say so beside its checkpoint.
+        for c in &diverged {
+            store
+                .write_file(&diverged_marker(*c), b"diverged\n")
+                .map_err(|source| PipelineError::File {
+                    path: store.path().join(diverged_marker(*c)),
+                    action: "cannot write",
+                    source,
+                })?;
+        }
+    }
     let summarised: Vec<usize> = (0..settings.chains)
         .filter(|c| !diverged.contains(c) && !some_chains)
         .collect();
@@ -1354,8 +1370,14 @@ pub fn prepare_store(
     Ok(draws)
 }
 
+/// The file beside chain `c`'s checkpoint that says the chain diverged in a `--chains` task
+/// (its name starts with `chain-`, so a new run clears it with the checkpoints).
+fn diverged_marker(c: usize) -> String {
+    format!("chain-{c}.diverged")
+}
+
 /// The chains of the run in `output` that do not have all their draws yet (by their
-/// checkpoints; a chain without one has none).
+/// checkpoints; a chain without one has none) and did not diverge.
 pub fn unfinished_chains(cfg: &Config, output: &RunOutput) -> Result<Vec<usize>, PipelineError> {
     let settings = run_settings(cfg)?;
     let draws = split_draws(&settings)?;
@@ -1380,7 +1402,15 @@ pub fn unfinished_chains(cfg: &Config, output: &RunOutput) -> Result<Vec<usize>,
             }
             None => 0,
         };
-        if done < draws {
+        let diverged = store
+            .read_file(&diverged_marker(c))
+            .map_err(|source| PipelineError::File {
+                path: store.path().join(diverged_marker(c)),
+                action: "cannot read",
+                source,
+            })?
+            .is_some();
+        if done < draws && !diverged {
             unfinished.push(c);
         }
     }
