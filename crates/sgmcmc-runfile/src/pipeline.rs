@@ -1131,26 +1131,11 @@ fn execute_keeping_draws(
             (Some(sink), Some(draws))
         }
         (Some(out), None) => {
-            if let Some(cp) = &out.checkpoints {
-                cp.clear_chains().map_err(|source| PipelineError::File {
-                    path: cp.path().to_path_buf(),
-                    action: "cannot clear earlier checkpoints",
-                    source,
-                })?;
-            }
             let expected = match settings.budget {
                 Budget::Iterations(n) => Some(n / settings.thin.max(1)),
                 _ => None,
             };
-            let sink = ZarrSink::create(
-                &out.zarr,
-                settings.chains,
-                dim,
-                "theta",
-                &model.parameter_names(),
-                expected,
-            )?;
-            (Some(sink), None)
+            (Some(fresh_store(out, &settings, model, expected)?), None)
         }
         (None, _) => (None, None),
     };
@@ -1351,6 +1336,18 @@ pub fn prepare_store(
 ) -> Result<usize, PipelineError> {
     let settings = check_run(cfg, model)?;
     let draws = split_draws(&settings)?;
+    fresh_store(output, &settings, model, Some(draws))?.reserve(draws)?;
+    Ok(draws)
+}
+
+/// A new run's store in `output` (`expected` draws per chain, if known), its earlier
+/// checkpoints cleared first.
+fn fresh_store(
+    output: &RunOutput,
+    settings: &RunSettings,
+    model: &dyn Model,
+    expected: Option<usize>,
+) -> Result<ZarrSink, PipelineError> {
     if let Some(cp) = &output.checkpoints {
         cp.clear_chains().map_err(|source| PipelineError::File {
             path: cp.path().to_path_buf(),
@@ -1358,16 +1355,14 @@ pub fn prepare_store(
             source,
         })?;
     }
-    let sink = ZarrSink::create(
+    Ok(ZarrSink::create(
         &output.zarr,
         settings.chains,
         model.dim(),
         "theta",
         &model.parameter_names(),
-        Some(draws),
-    )?;
-    sink.reserve(draws)?;
-    Ok(draws)
+        expected,
+    )?)
 }
 
 /// The file beside chain `c`'s checkpoint that says the chain diverged in a `--chains` task
