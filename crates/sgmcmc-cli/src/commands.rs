@@ -426,16 +426,8 @@ fn run_chains(config: &Path, out: &Path, chains: &[usize]) -> Result<()> {
     let prepared = pipeline::prepare(&given)?;
     let model = prepared.model();
     let dir = RunDirectory::open_chains(out, chains)?;
-    let (cfg, _) = pipeline::recorded_run(&dir, &given, model)?;
-    if let Some(&c) = chains.iter().find(|&&c| c >= cfg.run.chains) {
-        anyhow::bail!(
-            "--chains: the run in {} has chains 0-{}, not chain {c}",
-            out.display(),
-            cfg.run.chains - 1
-        );
-    }
-    let mut output = pipeline::RunOutput::in_directory(&dir, true);
-    output.only = Some(chains.to_vec());
+    let (cfg, output) =
+        pipeline::chains_task_output(&dir, &given, model, chains).context("--chains")?;
     let (outcome, _) = execute_resolved(&cfg, &prepared, None, Some(&output))?;
     for chain in &outcome.run.chains {
         let before = outcome

@@ -103,7 +103,7 @@ fn chains_run_as_separate_tasks_give_the_whole_runs_draws() {
     assert_command_fails_with(
         &["run", "run.toml", "--out", "split", "--chains", "1-2"],
         d,
-        &["chain 1 is being run by another process"],
+        &["chain 1 is being run by process"],
     );
     // Nor can a whole run go into the directory while chains run.
     assert_command_fails_with(

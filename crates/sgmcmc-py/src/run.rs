@@ -102,6 +102,13 @@ enum Job {
         /// Continue the run in the output directory from its checkpoints.
         resume: bool,
     },
+    /// Resolve and record a run whose chains run as separate tasks, and create its store
+    /// (`sgmcmc run --prepare`).
+    Prepare,
+    /// Chains of a prepared run, each from its checkpoint if it has one (`--chains`).
+    Chains(Vec<usize>),
+    /// Summarise a prepared run whose chains are all in (`--finish`).
+    Finish,
     /// A tuning method; its rounds are checkpointed in the output directory, if given.
     Tune {
         method: pipeline::TuneMethod,
@@ -167,7 +174,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false, resume=false))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false, resume=false, chains=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -184,11 +191,15 @@ pub fn start_run(
     coreset: Option<&str>,
     overwrite: bool,
     resume: bool,
+    chains: Option<Vec<usize>>,
 ) -> PyResult<RunHandle> {
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
     let job = match job {
         "sample" => Job::Sample { resume },
+        "prepare" => Job::Prepare,
+        "chains" => Job::Chains(chains.unwrap_or_default()),
+        "finish" => Job::Finish,
         "coreset" => {
             let file = serde_json::from_str(coreset.unwrap_or("{}"))
                 .map_err(|e| SgmcmcError::new_err(format!("coreset settings: {e}")))?;
@@ -258,13 +269,21 @@ pub fn start_run(
             "resume=True continues a sample() or tune() run in `out`: give `out`, and not overwrite=True",
         ));
     }
-    let existing = match (overwrite, resume) {
+    let existing = match (overwrite, resume || matches!(job, Job::Finish)) {
         (true, _) => ExistingRun::Overwrite,
         (false, true) => ExistingRun::Resume,
         (false, false) => ExistingRun::Refuse,
     };
+    if matches!(job, Job::Prepare | Job::Chains(_) | Job::Finish) && out.is_none() {
+        return Err(SgmcmcError::new_err(
+            "a run split into tasks needs `out`: a directory every task can reach",
+        ));
+    }
     let out = out
-        .map(|dir| RunDirectory::open(&dir, existing))
+        .map(|dir| match &job {
+            Job::Chains(chains) => RunDirectory::open_chains(&dir, chains),
+            _ => RunDirectory::open(&dir, existing),
+        })
         .transpose()
         .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     let chains = match &job {
@@ -430,17 +449,45 @@ fn execute(
         }
         Job::Reference(settings) => return reference(&prepared, &settings, shared),
         Job::Coreset(_) => unreachable!("run_source runs coreset jobs before preparing a run"),
+        Job::Chains(chains) => {
+            let dir = out
+                .as_ref()
+                .ok_or_else(|| Failure::Message("no `out`".into()))?;
+            return run_chains(&cfg, &prepared, dir, &chains, shared);
+        }
+        Job::Finish => {
+            let dir = out
+                .as_ref()
+                .ok_or_else(|| Failure::Message("no `out`".into()))?;
+            let (recorded, _) =
+                pipeline::recorded_run(dir, &cfg, prepared.model()).map_err(text)?;
+            let output = pipeline::RunOutput::in_directory(dir, true);
+            let unfinished = pipeline::unfinished_chains(&recorded, &output).map_err(text)?;
+            if !unfinished.is_empty() {
+                return Err(Failure::Message(format!(
+                    "the run in {} is not finished: chains {unfinished:?} do not have all their \
+                     draws yet",
+                    dir.path().display()
+                )));
+            }
+            true
+        }
         Job::Sample { resume } => resume,
+        Job::Prepare => false,
     };
+    let prepare = matches!(job, Job::Prepare);
+    let finish = matches!(job, Job::Finish);
     let model = prepared.model();
     let (cfg, resolved, recorded_choices) = match (&out, resume) {
         (Some(dir), true) => {
             // The run as resolved when it started; its chains go on from their checkpoints.
             let (resolved_cfg, report) = pipeline::recorded_run(dir, &cfg, model).map_err(text)?;
-            shared.say(format!(
-                "continuing the run in {} from its checkpoints",
-                dir.path().display()
-            ));
+            if !finish {
+                shared.say(format!(
+                    "continuing the run in {} from its checkpoints",
+                    dir.path().display()
+                ));
+            }
             (resolved_cfg, None, report)
         }
         _ => {
@@ -470,6 +517,11 @@ fn execute(
     let output = out
         .as_ref()
         .map(|dir| pipeline::RunOutput::in_directory(dir, resume));
+    if let (true, Some(output)) = (prepare, &output) {
+        let draws = pipeline::prepare_store(&cfg, model, output).map_err(text)?;
+        let report = serde_json::json!({ "chains": cfg.run.chains, "draws": draws });
+        return Ok(Output::Report(report.to_string()));
+    }
     let (mut outcome, draws) = pipeline::execute_resolved(
         &cfg,
         &prepared,
@@ -502,6 +554,51 @@ fn execute(
         summary: summary.to_string(),
         statistics,
     })
+}
+
+/// Chains `chains` of the prepared run in `dir`, each from its checkpoint if it has one (as
+/// `sgmcmc run --chains`): per chain, its draws, those it had from its checkpoint, its
+/// iterations and seconds here, and whether it diverged.
+fn run_chains(
+    given: &Config,
+    prepared: &pipeline::Prepared,
+    dir: &RunDirectory,
+    chains: &[usize],
+    shared: &Shared,
+) -> Result<Output, Failure> {
+    let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
+    let (cfg, output) =
+        pipeline::chains_task_output(dir, given, prepared.model(), chains).map_err(text)?;
+    let (outcome, _) = pipeline::execute_resolved(
+        &cfg,
+        prepared,
+        None,
+        Some(&output),
+        &shared.progress,
+        &shared.stop,
+    )
+    .map_err(text)?;
+    let reports: Vec<serde_json::Value> = outcome
+        .run
+        .chains
+        .iter()
+        .map(|chain| {
+            serde_json::json!({
+                "chain": chain.chain,
+                "draws": chain.draws,
+                "from_checkpoint": outcome.resumed_draws.as_ref().map_or(0, |kept| kept[chain.chain]),
+                "iterations": chain.iterations,
+                "seconds": chain.seconds,
+                "diverged": chain.divergence.is_some(),
+            })
+        })
+        .collect();
+    let report = serde_json::json!({
+        "chains": reports,
+        "interrupted": outcome.interrupted,
+        "process": std::process::id(),
+    });
+    Ok(Output::Report(report.to_string()))
 }
 
 /// Coreset MCMC on the file's settings over `source`'s model: the draws after training, and a

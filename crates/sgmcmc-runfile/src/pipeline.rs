@@ -11,7 +11,8 @@ use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
 use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::EstimatorError;
 use sgmcmc::io::{
-    DrawSink, MemorySink, ParameterRow, SinkError, Tee, ZarrSink, summarize_parameters,
+    DrawSink, MemorySink, ParameterRow, RunDirectory, SinkError, Tee, ZarrSink,
+    summarize_parameters,
 };
 use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
@@ -1410,6 +1411,29 @@ pub fn unfinished_chains(cfg: &Config, output: &RunOutput) -> Result<Vec<usize>,
         }
     }
     Ok(unfinished)
+}
+
+/// The output of a task that runs chains `chains` of the prepared run in `dir` (opened with
+/// [`RunDirectory::open_chains`]), each from its checkpoint if it has one, and the run file as
+/// recorded by `--prepare`, checked against `given` and `model`. A chain the run does not have
+/// is refused.
+pub fn chains_task_output(
+    dir: &RunDirectory,
+    given: &Config,
+    model: &dyn Model,
+    chains: &[usize],
+) -> Result<(Config, RunOutput), PipelineError> {
+    let (cfg, _) = recorded_run(dir, given, model)?;
+    if let Some(&c) = chains.iter().find(|&&c| c >= cfg.run.chains) {
+        return Err(PipelineError::RunFile(format!(
+            "the run in {} has chains 0-{}, not chain {c}",
+            dir.path().display(),
+            cfg.run.chains.saturating_sub(1)
+        )));
+    }
+    let mut output = RunOutput::in_directory(dir, true);
+    output.only = Some(chains.to_vec());
+    Ok((cfg, output))
 }
 
 /// The chains of a run being continued: how each starts, the draws each keeps from before,

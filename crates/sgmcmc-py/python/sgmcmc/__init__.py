@@ -16,6 +16,7 @@ from __future__ import annotations
 from . import models
 from ._sgmcmc import SgmcmcError, __version__
 from .coreset import coreset
+from .distributed import Executor, ProcessExecutor, RayExecutor
 from .run import load, reference, run_summary, sample
 from .settings import (
     BADODAB,
@@ -61,6 +62,9 @@ __all__ = [
     "TuneResult",
     "ksd",
     "Discrepancy",
+    "Executor",
+    "ProcessExecutor",
+    "RayExecutor",
     "reference",
     "coreset",
 ]

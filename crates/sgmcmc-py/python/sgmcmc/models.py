@@ -324,12 +324,23 @@ def from_numpy(
 
 class _JaxModel(UserModel):
     def __init__(
-        self, loglik: Any, logprior: Any, data: Data, dim: int, names: list[str] | None
+        self,
+        loglik: Any,
+        logprior: Any,
+        data: Data,
+        dim: int,
+        names: list[str] | None,
+        x64: bool,
     ) -> None:
         import jax
         import jax.numpy as jnp
 
+        if x64:
+            jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
         super().__init__(dim, _num_rows(data), names)
+        # What the model is made of, to rebuild it in another process (a task on a worker):
+        # the compiled functions are not pickled, and x64 is set there before they are made.
+        self._made_of = (loglik, logprior, data, dim, names, x64)
         data = jax.tree_util.tree_map(jnp.asarray, data)
 
         def batch_of(idx: Any) -> Any:
@@ -360,6 +371,9 @@ class _JaxModel(UserModel):
         self._sum = jax.jit(jax.vmap(jax.value_and_grad(total)))
         self._each = jax.jit(jax.vmap(each))
         self._grads = jax.jit(jax.vmap(grads))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_JaxModel, self._made_of)
 
     def log_prior(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         v, g = self._prior(theta)
@@ -401,8 +415,4 @@ def from_jax(
     over ``data`` (an array or a pytree of arrays with one row per data point): vmap, grad and
     jit are done here, and the data stay on the JAX device. ``x64=True`` turns on JAX's float64
     (``jax_enable_x64``), as the samplers work in float64."""
-    if x64:
-        import jax
-
-        jax.config.update("jax_enable_x64", True)  # type: ignore[no-untyped-call]
-    return _JaxModel(loglik, logprior, data, dim, names)
+    return _JaxModel(loglik, logprior, data, dim, names, x64)

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _sgmcmc
 from ._sgmcmc import SgmcmcError
+from .distributed import Executor, run_chains
 from .models import BuiltinModel, UserModel
 from .settings import Gradient, Sampler
 
@@ -51,6 +52,7 @@ def sample(
     keep_diverged: bool = False,
     progress: bool = True,
     quiet: bool = False,
+    executor: Executor | None = None,
 ) -> Any:
     """Sample the posterior of ``model``; returns ArviZ ``InferenceData``.
 
@@ -68,6 +70,13 @@ def sample(
     out of the posterior, as the run's summary leaves them out (with a warning);
     ``keep_diverged=True`` keeps every chain, NaN after its last draw, with
     ``sample_stats.diverging`` marking where it diverged.
+
+    With ``executor`` (``sgmcmc.RayExecutor()``, ``sgmcmc.ProcessExecutor()``), each chain runs
+    as a task of its own, writing its region of ``out/draws.zarr`` (``out`` is required, and
+    every task must reach it); the draws are bit for bit those of a run in one process. A task
+    whose worker dies is run again and its chain continues from its checkpoint; the tasks'
+    reports (process, draws from a checkpoint, seconds) are in
+    ``idata.posterior.attrs["sgmcmc_tasks"]`` (JSON). It needs an iteration budget.
     """
     _check_model(model)
     if sampler is not None and not isinstance(sampler, Sampler):
@@ -93,17 +102,25 @@ def sample(
         bias_check=bias_check,
         checkpoint_seconds=checkpoint_seconds,
     )
-    handle = _sgmcmc.start_run(
-        json.dumps(config),
-        x,
-        y,
-        names,
-        None if out is None else os.fspath(out),
-        user,
-        overwrite=overwrite,
-        resume=resume,
-    )
-    interrupted = _follow(handle, progress=progress, quiet=quiet)
+    tasks: list[dict[str, Any]] | None = None
+    if executor is None:
+        handle = _sgmcmc.start_run(
+            json.dumps(config),
+            x,
+            y,
+            names,
+            None if out is None else os.fspath(out),
+            user,
+            overwrite=overwrite,
+            resume=resume,
+        )
+    else:
+        if out is None:
+            raise ValueError(
+                "executor: a run split into tasks needs `out`, which every task reaches"
+            )
+        handle, tasks = _run_on(executor, config, x, y, names, user, out, overwrite, resume, quiet)
+    interrupted = _follow(handle, progress=progress and executor is None, quiet=quiet)
     result = _result(handle, quiet=quiet)
     summary = json.loads(result["summary"])
     note = f" ({result['note']})" if result.get("note") else ""
@@ -116,6 +133,8 @@ def sample(
     idata = _inference_data(
         result["draws"], result["names"], summary, result.get("sample_stats"), keep_diverged
     )
+    if tasks is not None:
+        idata.posterior.attrs["sgmcmc_tasks"] = json.dumps(tasks)
     if summary.get("diverged_chains"):
         held = (
             "the posterior keeps them, NaN after their last draw (sample_stats.diverging)"
@@ -129,6 +148,47 @@ def sample(
             stacklevel=2,
         )
     return idata
+
+
+def _run_on(
+    executor: Executor,
+    config: dict[str, Any],
+    x: Any,
+    y: Any,
+    names: list[str] | None,
+    user: UserModel | None,
+    out: str | os.PathLike[str],
+    overwrite: bool,
+    resume: bool,
+    quiet: bool,
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The run's chains as tasks on ``executor``: the run prepared in ``out`` (unless it is
+    resumed), every chain run (a chain already complete returns at once), then the handle of
+    the job that summarises the store, with the tasks' reports."""
+    config_json = json.dumps(config)
+    directory = os.path.abspath(os.fspath(out))
+    if resume:
+        if overwrite:
+            raise SgmcmcError("resume=True continues the run in `out`: not with overwrite=True")
+        recorded = os.path.join(directory, "checkpoints", "run.json")
+        if not os.path.isfile(recorded):
+            raise SgmcmcError(f"{directory} holds no run to continue (no checkpoints/run.json)")
+        with open(recorded) as f:
+            chains = int(json.load(f)["resolved"]["run"]["chains"])
+    else:
+        handle = _sgmcmc.start_run(
+            config_json, x, y, names, directory, user, "prepare", overwrite=overwrite
+        )
+        chains = int(json.loads(_result(handle, quiet=quiet)["report"])["chains"])
+    if not quiet:
+        print(f"running {chains} chains as tasks ({type(executor).__name__})", file=sys.stderr)
+    tasks = run_chains(executor, config_json, x, y, names, user, directory, chains)
+    if any(task.get("interrupted") for task in tasks):
+        raise SgmcmcError(
+            f"a task was interrupted: the chains' checkpoints are kept in {directory}; continue "
+            "with resume=True"
+        )
+    return _sgmcmc.start_run(config_json, x, y, names, directory, user, "finish"), tasks
 
 
 def _result(handle: Any, *, quiet: bool) -> dict[str, Any]:

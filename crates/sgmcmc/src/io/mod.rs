@@ -16,6 +16,7 @@ pub mod zarr_read;
 pub use files::{check_replaceable, open_regular, read_regular_to_string, write_atomic};
 pub use run_dir::{
     CHECKPOINTS, CheckpointDirectory, ExistingRun, RUN_OUTPUTS, RunDirError, RunDirectory,
+    chain_lock_file,
 };
 pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
 pub use summary::{ParameterRow, format_table, summarize_parameters};

@@ -99,6 +99,26 @@ fn io_error(path: &str, action: &'static str) -> impl FnOnce(io::Error) -> RunDi
     }
 }
 
+/// The lock file of chain `c` in a run directory whose chains run as separate processes
+/// ([`RunDirectory::open_chains`]); while held, it holds the holder's process id.
+pub fn chain_lock_file(c: usize) -> String {
+    format!(".chain-{c}.lock")
+}
+
+/// The process id a held lock file holds, if it holds one.
+fn holder_pid(lock: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    lock.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Writes this process's id into a lock file it holds.
+fn stamp_pid(lock: &mut File) -> io::Result<()> {
+    lock.set_len(0)?;
+    lock.rewind()?;
+    writeln!(lock, "{}", std::process::id())
+}
+
 /// An output directory held for one run: created if absent, locked until dropped.
 #[derive(Debug)]
 pub struct RunDirectory {
@@ -131,14 +151,8 @@ impl RunDirectory {
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = lock.read_to_string(&mut pid);
-                let pid = pid.trim();
-                let holder = if pid.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (process {pid})")
-                };
+                let holder =
+                    holder_pid(&mut lock).map_or(String::new(), |pid| format!(" (process {pid})"));
                 return Err(RunDirError::InUse {
                     path: shown,
                     holder,
@@ -146,10 +160,7 @@ impl RunDirectory {
             }
             Err(TryLockError::Error(e)) => return Err(io("lock it")(e)),
         }
-        lock.set_len(0)
-            .and_then(|()| lock.rewind())
-            .and_then(|()| writeln!(lock, "{}", std::process::id()))
-            .map_err(io("write its lock file"))?;
+        stamp_pid(&mut lock).map_err(io("write its lock file"))?;
         let found: Vec<&str> = RUN_OUTPUTS
             .iter()
             .copied()
@@ -222,14 +233,19 @@ impl RunDirectory {
         }
         let mut chain_locks = Vec::with_capacity(chains.len());
         for &c in chains {
-            let file =
-                open(&format!(".chain-{c}.lock")).map_err(io("create a chain's lock file"))?;
+            let mut file = open(&chain_lock_file(c)).map_err(io("create a chain's lock file"))?;
             match file.try_lock() {
-                Ok(()) => chain_locks.push(file),
+                Ok(()) => {
+                    stamp_pid(&mut file).map_err(io("write a chain's lock file"))?;
+                    chain_locks.push(file);
+                }
                 Err(TryLockError::WouldBlock) => {
+                    let by = holder_pid(&mut file).map_or("another process".to_string(), |pid| {
+                        format!("process {pid}")
+                    });
                     return Err(RunDirError::InUse {
                         path: shown,
-                        holder: format!(" (chain {c} is being run by another process)"),
+                        holder: format!(" (chain {c} is being run by {by})"),
                     });
                 }
                 Err(TryLockError::Error(e)) => return Err(io("lock a chain")(e)),
@@ -426,6 +442,26 @@ mod tests {
         );
         drop(first);
         RunDirectory::open(&out, ExistingRun::Refuse).unwrap();
+    }
+
+    #[test]
+    fn a_chain_runs_in_one_process_at_a_time_whose_id_its_lock_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = format!("{}", std::process::id());
+        let first = RunDirectory::open_chains(dir.path(), &[0, 1]).unwrap();
+        let lock = dir.path().join(chain_lock_file(1));
+        assert_eq!(fs::read_to_string(&lock).unwrap().trim(), here);
+        let e = RunDirectory::open_chains(dir.path(), &[2, 1]).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("chain 1 is being run by process {here}")),
+            "{text}"
+        );
+        // Other chains run beside it; a whole run into the directory is refused meanwhile.
+        let other = RunDirectory::open_chains(dir.path(), &[2]).unwrap();
+        RunDirectory::open(dir.path(), ExistingRun::Resume).unwrap_err();
+        drop((first, other));
+        RunDirectory::open_chains(dir.path(), &[1]).unwrap();
     }
 
     #[test]
