@@ -97,6 +97,7 @@ pub fn tune(
     let tuned = session.tune(
         TuneMethod::from(method),
         Some((&checkpoints, resume)),
+        None,
         &mut on_round,
     )?;
     let wall = started.elapsed().as_secs_f64();

@@ -82,6 +82,14 @@ enum Output {
     },
     /// A Stein discrepancy report (JSON).
     Report(String),
+    /// Bytes (an arm's round).
+    Bytes(Vec<u8>),
+    /// A matrix, row-major (full-batch scores of a block of draws), and the seconds it took.
+    Matrix {
+        values: Vec<f64>,
+        cols: usize,
+        seconds: f64,
+    },
     /// A tuning run.
     Tuned {
         /// `tune.json`'s content.
@@ -114,7 +122,12 @@ enum Job {
         method: pipeline::TuneMethod,
         /// Continue the tuning run in the output directory after its last saved round.
         resume: bool,
+        /// Runs MAMBA's arms elsewhere: a Python callable `(round, [(arm, state bytes)],
+        /// budget per arm, MAP) -> [result bytes]` (an executor's tasks).
+        elsewhere: Option<Arc<Py<PyAny>>>,
     },
+    /// One arm's round of MAMBA at the given MAP (a task of a tuning run elsewhere).
+    ArmRound(ArmRoundTask),
     /// The NUTS reference of the full-data posterior.
     Reference(sgmcmc::reference::NutsSettings),
     /// Coreset MCMC (the coreset run file's tables).
@@ -126,7 +139,79 @@ enum Job {
         cols: usize,
         thin: usize,
         fssd: bool,
+        scores: SteinScores,
     },
+}
+
+/// Where a Stein job's full-batch scores come from, and what it returns.
+#[derive(Debug, Clone)]
+enum SteinScores {
+    /// Computed here; the discrepancy is returned.
+    Compute,
+    /// Given per chain for its thinned draws (computed by tasks elsewhere); the discrepancy.
+    Given(Vec<Vec<f64>>),
+    /// Computed here and returned, with no discrepancy (a task's block of draws).
+    Only,
+}
+
+/// `start_run`'s `arm_round`: (MAP, arm, state, round, budget per arm).
+type ArmRoundArgs = (Vec<f64>, usize, Vec<u8>, usize, f64);
+
+/// One arm's round of MAMBA, as the run's driver sends it.
+#[derive(Debug, Clone)]
+struct ArmRoundTask {
+    /// The MAP every arm starts from (found once, by the driver).
+    map: Vec<f64>,
+    /// The arm's grid index.
+    arm: usize,
+    /// Its state ([`sgmcmc::tuning::Arm::encode`]).
+    state: Vec<u8>,
+    round: usize,
+    budget_per_arm: f64,
+}
+
+/// MAMBA's rounds run by a Python callable (an executor's tasks), the halving staying here.
+struct PythonRounds {
+    callable: Arc<Py<PyAny>>,
+    map: Vec<f64>,
+    dim: usize,
+}
+
+impl sgmcmc::tuning::RoundRunner for PythonRounds {
+    fn run_round(
+        &self,
+        round: usize,
+        arms: &[(usize, sgmcmc::tuning::Arm)],
+        budget_per_arm: f64,
+    ) -> Result<Vec<sgmcmc::tuning::ArmRoundResult>, sgmcmc::tuning::TuneError> {
+        use sgmcmc::tuning::{ArmRoundResult, TuneError};
+        let failed = |e: &dyn std::fmt::Display| TuneError::Elsewhere(e.to_string());
+        let mut items = Vec::with_capacity(arms.len());
+        for (a, state) in arms {
+            items.push((*a, state.encode().map_err(|e| failed(&e))?));
+        }
+        let returned: Vec<Vec<u8>> = Python::attach(|py| {
+            let items: Vec<(usize, Bound<'_, pyo3::types::PyBytes>)> = items
+                .iter()
+                .map(|(a, bytes)| (*a, pyo3::types::PyBytes::new(py, bytes)))
+                .collect();
+            self.callable
+                .call1(py, (round, items, budget_per_arm, self.map.clone()))?
+                .extract(py)
+        })
+        .map_err(|e: PyErr| failed(&e))?;
+        if returned.len() != arms.len() {
+            return Err(TuneError::Elsewhere(format!(
+                "round {round}: {} results for {} arms",
+                returned.len(),
+                arms.len()
+            )));
+        }
+        returned
+            .iter()
+            .map(|bytes| ArmRoundResult::decode(bytes, self.dim).map_err(|e| failed(&e)))
+            .collect()
+    }
 }
 
 /// Why a run failed: a message, or the error a user model's callback raised.
@@ -174,7 +259,7 @@ pub struct RunHandle {
 /// draws stream to `out/draws.zarr` and the summary goes to `out/summary.json`, as with `sgmcmc
 /// run`. Errors in the settings are raised here; the rest when the run is joined.
 #[pyfunction]
-#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false, resume=false, chains=None))]
+#[pyo3(signature = (config_json, features=None, targets=None, feature_names=None, out=None, model=None, job="sample", draws=None, thin=1, fssd=false, nuts=None, coreset=None, overwrite=false, resume=false, chains=None, rounds=None, arm_round=None, scores=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn start_run(
     config_json: &str,
@@ -192,6 +277,9 @@ pub fn start_run(
     overwrite: bool,
     resume: bool,
     chains: Option<Vec<usize>>,
+    rounds: Option<Py<PyAny>>,
+    arm_round: Option<ArmRoundArgs>,
+    scores: Option<Vec<numpy::PyReadonlyArray2<'_, f64>>>,
 ) -> PyResult<RunHandle> {
     let cfg: Config = serde_json::from_str(config_json)
         .map_err(|e| SgmcmcError::new_err(format!("settings: {e}")))?;
@@ -200,6 +288,20 @@ pub fn start_run(
         "prepare" => Job::Prepare,
         "chains" => Job::Chains(chains.unwrap_or_default()),
         "finish" => Job::Finish,
+        "arm_round" => {
+            let (map, arm, state, round, budget_per_arm) = arm_round.ok_or_else(|| {
+                SgmcmcError::new_err(
+                    "job \"arm_round\" needs arm_round=(map, arm, state, round, budget)",
+                )
+            })?;
+            Job::ArmRound(ArmRoundTask {
+                map,
+                arm,
+                state,
+                round,
+                budget_per_arm,
+            })
+        }
         "coreset" => {
             let file = serde_json::from_str(coreset.unwrap_or("{}"))
                 .map_err(|e| SgmcmcError::new_err(format!("coreset settings: {e}")))?;
@@ -220,7 +322,7 @@ pub fn start_run(
                 .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
             Job::Reference(settings)
         }
-        "stein" => {
+        "stein" | "scores" => {
             let draws = draws.unwrap_or_default();
             let cols = draws.first().map_or(0, |a| a.shape()[1]);
             if draws.iter().any(|a| a.shape()[1] != cols) {
@@ -235,24 +337,47 @@ pub fn start_run(
             if thin == 0 {
                 return Err(SgmcmcError::new_err("thin must be at least 1"));
             }
+            let scores = match (job, scores) {
+                ("scores", _) => SteinScores::Only,
+                (_, Some(given)) => {
+                    if given.len() != chains.len() {
+                        return Err(SgmcmcError::new_err(format!(
+                            "scores: {} arrays for {} chains",
+                            given.len(),
+                            chains.len()
+                        )));
+                    }
+                    SteinScores::Given(
+                        given
+                            .iter()
+                            .map(|a| a.as_array().iter().copied().collect())
+                            .collect(),
+                    )
+                }
+                (_, None) => SteinScores::Compute,
+            };
             Job::Stein {
                 chains,
                 cols,
                 thin,
                 fssd,
+                scores,
             }
         }
         "mamba" => Job::Tune {
             method: pipeline::TuneMethod::Mamba,
             resume,
+            elsewhere: rounds.map(Arc::new),
         },
         "grid_search" => Job::Tune {
             method: pipeline::TuneMethod::GridSearch,
             resume,
+            elsewhere: None,
         },
         "heuristic" => Job::Tune {
             method: pipeline::TuneMethod::Heuristic,
             resume,
+            elsewhere: None,
         },
         other => {
             return Err(SgmcmcError::new_err(format!(
@@ -429,14 +554,44 @@ fn execute(
     let text = |e: pipeline::PipelineError| Failure::Message(e.to_string());
     let prepared = prepared.map_err(text)?;
     let resume = match job {
-        Job::Tune { method, resume } => {
-            return tune(&cfg, &prepared, method, out.as_ref(), resume, shared);
+        Job::Tune {
+            method,
+            resume,
+            elsewhere,
+        } => {
+            return tune(
+                &cfg,
+                &prepared,
+                method,
+                out.as_ref(),
+                resume,
+                elsewhere,
+                shared,
+            );
+        }
+        Job::ArmRound(task) => {
+            let map = sgmcmc::optim::MapResult {
+                theta: task.map,
+                log_posterior: f64::NAN,
+                gradient_norm: f64::NAN,
+                iterations: 0,
+                evaluations: 0,
+                converged: true,
+            };
+            let failed = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
+            let session =
+                pipeline::TuneSession::from_map(&cfg, &prepared, map).map_err(|e| failed(&e))?;
+            let bytes = session
+                .arm_round(task.arm, &task.state, task.round, task.budget_per_arm)
+                .map_err(|e| failed(&e))?;
+            return Ok(Output::Bytes(bytes));
         }
         Job::Stein {
             chains,
             cols,
             thin,
             fssd,
+            scores,
         } => {
             let dim = prepared.model().dim();
             if cols != dim {
@@ -445,7 +600,7 @@ fn execute(
                     prepared.model().parameter_names().join(", ")
                 )));
             }
-            return stein(&prepared, &chains, thin, fssd);
+            return stein(&prepared, &chains, thin, fssd, scores);
         }
         Job::Reference(settings) => return reference(&prepared, &settings, shared),
         Job::Coreset(_) => unreachable!("run_source runs coreset jobs before preparing a run"),
@@ -715,17 +870,38 @@ fn stein(
     chains: &[Vec<f64>],
     thin: usize,
     fssd: bool,
+    given: SteinScores,
 ) -> Result<Output, Failure> {
     use sgmcmc::stein::{self, FssdSettings, SteinSettings};
     let message = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
     let model = prepared.model();
     let dim = model.dim();
     let (mut kept, mut scores, mut score_seconds) = (Vec::new(), Vec::new(), 0.0);
-    for chain in chains.iter().filter(|c| !c.is_empty()) {
+    for (c, chain) in chains.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
+        if let SteinScores::Given(given) = &given {
+            let thinned = sgmcmc::stein::every_kth_row(chain, dim, thin);
+            if given[c].len() != thinned.len() {
+                return Err(Failure::Message(format!(
+                    "scores: chain {c} has {} values for {} thinned draws of {dim} parameters",
+                    given[c].len(),
+                    thinned.len() / dim.max(1)
+                )));
+            }
+            kept.extend_from_slice(&thinned);
+            scores.extend_from_slice(&given[c]);
+            continue;
+        }
         let t = stein::full_batch_scores(model, chain, dim, thin).map_err(|e| message(&e))?;
         kept.extend_from_slice(&t.draws);
         scores.extend_from_slice(&t.scores);
         score_seconds += t.seconds;
+    }
+    if let SteinScores::Only = given {
+        return Ok(Output::Matrix {
+            values: scores,
+            cols: dim,
+            seconds: score_seconds,
+        });
     }
     if kept.is_empty() {
         return Err(Failure::Message("draws: there are none".into()));
@@ -753,6 +929,7 @@ fn tune(
     method: pipeline::TuneMethod,
     out: Option<&RunDirectory>,
     resume: bool,
+    elsewhere: Option<Arc<Py<PyAny>>>,
     shared: &Shared,
 ) -> Result<Output, Failure> {
     let started = std::time::Instant::now();
@@ -781,10 +958,18 @@ fn tune(
             ));
         }
     };
+    let rounds = elsewhere.map(|callable| PythonRounds {
+        callable,
+        map: session.map.theta.clone(),
+        dim: model.dim(),
+    });
     let tuned = session
         .tune(
             method,
             checkpoints.as_ref().map(|c| (c, resume)),
+            rounds
+                .as_ref()
+                .map(|r| r as &dyn sgmcmc::tuning::RoundRunner),
             &mut on_round,
         )
         .map_err(|e| message(&e))?;
@@ -894,6 +1079,21 @@ impl RunHandle {
         }
         match output {
             Output::Report(report) => dict.set_item("report", report)?,
+            Output::Bytes(bytes) => {
+                dict.set_item("bytes", pyo3::types::PyBytes::new(py, &bytes))?;
+            }
+            Output::Matrix {
+                values,
+                cols,
+                seconds,
+            } => {
+                let rows = values.len() / cols.max(1);
+                dict.set_item(
+                    "matrix",
+                    PyArray1::from_vec(py, values).reshape([rows, cols])?,
+                )?;
+                dict.set_item("seconds", seconds)?;
+            }
             Output::Draws {
                 draws,
                 dim,

@@ -212,3 +212,69 @@ def test_a_killed_worker_is_retried_and_its_chain_resumes(
     local = sgmcmc.sample(model, *args, **settings)
     np.testing.assert_array_equal(theta(idata), theta(local))
     assert theta(idata).shape == (2, 5_000, 3)
+
+
+def test_mamba_on_ray_picks_the_local_arm(ray_cluster: Any, small_logistic) -> None:
+    """Each round's arms as Ray tasks (one per arm), halving at the driver: with a budget in
+    gradient evaluations, the same rounds, winner and winner's draws as the local run."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y, prior_variance=10.0)
+    settings: dict[str, Any] = {
+        "grid": {
+            "log10_step_size": {"from": -3, "to": -6, "by": 0.5},
+            "batch_size": [0.005, 0.05],
+        },
+        "budget_gradient_evaluations": 2e6,
+        "seed": 4,
+        "quiet": True,
+    }
+    args = (sgmcmc.SGLD(step_size=1e-4), sgmcmc.ControlVariates(batch_size=100))
+    local = sgmcmc.tune(model, *args, **settings)
+    on_ray = sgmcmc.tune(model, *args, executor=sgmcmc.RayExecutor(), **settings)
+    assert [len(r) for r in local.rounds] == [14, 4]
+    assert on_ray.label == local.label
+    assert on_ray.rounds == local.rounds
+    np.testing.assert_array_equal(on_ray.winner_draws, local.winner_draws)
+    with pytest.raises(ValueError, match="runs MAMBA's arms"):
+        sgmcmc.tune(model, *args, method="grid_search", executor=sgmcmc.RayExecutor(), **settings)
+
+
+def test_coreset_replicas_on_ray_are_the_local_runs(ray_cluster: Any, small_logistic) -> None:
+    """Three replicas of Coreset MCMC as Ray tasks: replica r is the run with seed + r, bit for
+    bit, wherever it ran; replicas differ from one another."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y)
+    settings: dict[str, Any] = {
+        "size": 100,
+        "iterations": 600,
+        "draws": 300,
+        "seed": 5,
+        "quiet": True,
+    }
+    on_ray = sgmcmc.coreset(model, replicas=3, executor=sgmcmc.RayExecutor(), **settings)
+    assert len(on_ray) == 3
+    for r, idata in enumerate(on_ray):
+        alone = sgmcmc.coreset(model, **{**settings, "seed": 5 + r})
+        np.testing.assert_array_equal(theta(idata), theta(alone))
+        assert sgmcmc.run_summary(idata)["coreset"] == sgmcmc.run_summary(alone)["coreset"]
+    assert not np.array_equal(theta(on_ray[0]), theta(on_ray[1]))
+    with pytest.raises(ValueError, match="give replicas"):
+        sgmcmc.coreset(model, executor=sgmcmc.RayExecutor(), **settings)
+
+
+def test_ksd_scores_on_ray_give_the_local_discrepancy(ray_cluster: Any, small_logistic) -> None:
+    """The full-batch scores computed by tasks, 256 thinned draws each (chains of 700 and 300
+    thinned draws: blocks that end inside a chain), give the KSD and FSSD-opt of one process
+    bit for bit."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y, prior_variance=5.0)
+    rng = np.random.default_rng(3)
+    draws = [rng.normal(0.0, 0.05, (1_400, 3)), rng.normal(0.0, 0.05, (600, 3))]
+    local = sgmcmc.ksd(model, draws, thin=2, fssd=True)
+    on_ray = sgmcmc.ksd(model, draws, thin=2, fssd=True, executor=sgmcmc.RayExecutor(), block=256)
+    assert local.draws == on_ray.draws == 1_000
+    assert on_ray.report["score_tasks"] == 3 + 2
+    assert on_ray.ksd == local.ksd
+    assert on_ray.fssd == local.fssd
+    with pytest.raises(ValueError, match="multiple of 256"):
+        sgmcmc.ksd(model, draws, executor=sgmcmc.RayExecutor(), block=300)

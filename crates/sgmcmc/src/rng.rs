@@ -1,7 +1,7 @@
 //! Random streams: one user seed, one independent stream per chain (or per any other consumer).
 //!
 //! Every stream is a [`Xoshiro256PlusPlus`] seeded from the user seed and then advanced by
-//! `stream + 1` calls of `long_jump()` (2^192 steps each), so streams never overlap and a stream's
+//! `stream + 1` long jumps (2^192 steps each, taken at once), so streams never overlap and a stream's
 //! draws depend only on `(seed, stream)`, never on thread scheduling (reference §1.5).
 
 use rand::SeedableRng;
@@ -26,9 +26,14 @@ pub mod streams {
 /// The independent stream number `stream` derived from the user `seed`.
 pub fn stream(seed: u64, stream: u64) -> ChainRng {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    // Jumping is O(stream); streams are numbered densely from 0, so this stays cheap.
-    for _ in 0..=stream {
-        rng.long_jump();
+    // `stream + 1` long jumps at once (c · 2^192 steps): O(log stream) polynomial products
+    // instead of `stream + 1` jumps, which took 0.25 s for the streams numbered from 2^20.
+    match stream.checked_add(1) {
+        Some(c) => rng.jump_ce(c, 192),
+        None => {
+            rng.jump_ce(stream, 192);
+            rng.long_jump();
+        }
     }
     rng
 }
@@ -61,6 +66,19 @@ mod tests {
         assert_eq!(a1, a2);
         assert_ne!(a1, b);
         assert_ne!(a1, c);
+    }
+
+    /// One jump of c · 2^192 steps is `c` long jumps, as streams were first derived, so every
+    /// stream (chains and those from 2^20) keeps its draws.
+    #[test]
+    fn a_stream_is_its_number_of_long_jumps() {
+        for s in [0u64, 1, 7, 1000, streams::ROW_ORDER] {
+            let mut slow = Xoshiro256PlusPlus::seed_from_u64(11);
+            for _ in 0..=s {
+                slow.long_jump();
+            }
+            assert_eq!(stream(11, s).state(), slow.state(), "stream {s}");
+        }
     }
 
     /// Value-stability: the first output of stream (seed 42, chain 0) is pinned, so a change of

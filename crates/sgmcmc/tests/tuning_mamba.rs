@@ -40,8 +40,9 @@ use sgmcmc::sampler::{Psgld, PsgldSettings, Sampler, StepSize};
 use sgmcmc::settings::{EstimatorSettings, SamplerSettings};
 use sgmcmc::stein::{ImqKernel, Kernel};
 use sgmcmc::tuning::{
-    ArmRound, ArmSettings, MambaOutcome, MambaProgress, MambaSettings, ScoreFunction, TuneBudget,
-    TuneContext, TuneGrid, TuneMetricSettings, expand_grid, mamba, mamba_resumable,
+    Arm, ArmRound, ArmRoundResult, ArmSettings, MambaOutcome, MambaProgress, MambaSettings,
+    RoundRunner, ScoreFunction, TuneBudget, TuneContext, TuneError, TuneGrid, TuneMetricSettings,
+    expand_grid, mamba, mamba_on, mamba_resumable, run_arm_round_alone,
 };
 
 fn sampler_settings(text: &str) -> SamplerSettings {
@@ -654,6 +655,79 @@ fn a_run_resumed_after_any_round_ends_as_the_uninterrupted_run() {
     assert!(e.to_string().contains("of a grid of 3 arms"), "{e}");
     let e = MambaProgress::decode(&saved[0], &arms, model.dim() + 1).unwrap_err();
     assert!(e.to_string().contains("not a multiple"), "{e}");
+}
+
+/// Arms run "elsewhere" (issue 26): each arm's round sent as bytes (its state), run alone
+/// ([`run_arm_round_alone`]) and sent back as bytes, as a cluster's tasks run them, gives the
+/// local run's outcome bit for bit; a runner that sends back other arms is an error that says so.
+struct ThroughBytes<'a, 'm> {
+    ctx: &'a TuneContext<'m>,
+    arms: &'a [ArmSettings],
+    settings: &'a MambaSettings,
+    /// Send back the arms in reverse order (a broken runner).
+    reversed: bool,
+}
+
+impl RoundRunner for ThroughBytes<'_, '_> {
+    fn run_round(
+        &self,
+        round: usize,
+        arms: &[(usize, Arm)],
+        budget_per_arm: f64,
+    ) -> Result<Vec<ArmRoundResult>, TuneError> {
+        let dim = self.ctx.model.dim();
+        let mut back = Vec::new();
+        for (a, state) in arms {
+            let state = Arm::decode(&state.encode().unwrap(), dim).unwrap();
+            let result = run_arm_round_alone(
+                self.ctx,
+                &self.arms[*a],
+                *a,
+                state,
+                round,
+                budget_per_arm,
+                self.settings,
+            )?;
+            back.push(ArmRoundResult::decode(&result.encode().unwrap(), dim).unwrap());
+        }
+        if self.reversed {
+            back.reverse();
+        }
+        Ok(back)
+    }
+}
+
+#[test]
+fn arms_run_elsewhere_give_the_local_outcome() {
+    let model = logistic(4000, &[1.0, -1.5, 0.5], 3);
+    let ctx = context_at_map(&model);
+    let arms = sgld_cv_arms();
+    let tuning = settings(3, TuneBudget::ArmEvaluations(2e6), 5, 2, 5);
+    let local = mamba(&ctx, &arms, &tuning, &mut |_, _| {}).unwrap();
+    let run = |reversed: bool| {
+        let runner = ThroughBytes {
+            ctx: &ctx,
+            arms: &arms,
+            settings: &tuning,
+            reversed,
+        };
+        mamba_on(
+            &ctx,
+            &arms,
+            &tuning,
+            None,
+            Some(&runner),
+            &mut |_, _| {},
+            &mut |_| Ok(()),
+        )
+    };
+    let elsewhere = run(false).unwrap();
+    assert_eq!(elsewhere.winner, local.winner);
+    assert_eq!(without_timings(&elsewhere), without_timings(&local));
+    assert_eq!(elsewhere.winner_draws, local.winner_draws);
+    assert_eq!(elsewhere.winner_position, local.winner_position);
+    let e = run(true).unwrap_err().to_string();
+    assert!(e.contains("came back for arms"), "{e}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -652,7 +652,7 @@ pub fn run_samplers<M: FinalMetrics>(
         let mut timing = None;
         if !settings.fssd_only {
             let t = Instant::now();
-            let (arms, outcome) = session.mamba(&mamba_settings, &mut |round, _| {
+            let (arms, outcome) = session.mamba(&mamba_settings, None, &mut |round, _| {
                 log(&format!("{name}: MAMBA-KSD {}", round_summary(round)));
             })?;
             let mamba_wall = t.elapsed().as_secs_f64();
@@ -683,7 +683,7 @@ pub fn run_samplers<M: FinalMetrics>(
             let session_f = TuneSession::from_map(&cfg_f, prepared, map.clone())?;
             let t = Instant::now();
             let s = session_f.mamba_settings()?;
-            let (arms_f, outcome_f) = session_f.mamba(&s, &mut |_, _| {})?;
+            let (arms_f, outcome_f) = session_f.mamba(&s, None, &mut |_, _| {})?;
             log(&format!(
                 "{name}: MAMBA-FSSD chose {}",
                 arms_f[outcome_f.winner].label()
@@ -752,7 +752,7 @@ pub fn run_samplers<M: FinalMetrics>(
         let rank_check = if settings.rank_check.contains(&index) && !settings.fssd_only {
             let mut audited = mamba_settings.clone();
             audited.audit_full_scores = true;
-            let (_, outcome) = session.mamba(&audited, &mut |_, _| {})?;
+            let (_, outcome) = session.mamba(&audited, None, &mut |_, _| {})?;
             let agreement: Vec<RoundAgreement> =
                 outcome.rounds.iter().map(|r| round_agreement(r)).collect();
             for a in &agreement {

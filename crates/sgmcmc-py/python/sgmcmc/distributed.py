@@ -142,6 +142,85 @@ def chain_task(
     return report
 
 
+def arm_round_task(
+    config_json: str,
+    features: Any,
+    targets: Any,
+    names: list[str] | None,
+    user: Any,
+    map_: list[float],
+    round_: int,
+    budget: float,
+    arm: tuple[int, bytes],
+) -> bytes:
+    """One task of a tuning run: arm ``arm[0]``'s round ``round_`` of MAMBA from its state
+    ``arm[1]`` at ``budget`` per arm, every arm starting from the driver's MAP ``map_``; the
+    result as bytes for the driver's halving."""
+    from . import _sgmcmc
+
+    index, state = arm
+    handle = _sgmcmc.start_run(
+        config_json,
+        features,
+        targets,
+        names,
+        None,
+        user,
+        "arm_round",
+        arm_round=(list(map_), int(index), bytes(state), int(round_), float(budget)),
+    )
+    return bytes(handle.result()["bytes"])
+
+
+def coreset_task(
+    config_json: str,
+    file_json: str,
+    features: Any,
+    targets: Any,
+    names: list[str] | None,
+    user: Any,
+    seed: int,
+) -> dict[str, Any]:
+    """One replica of a coreset run: the coreset run file ``file_json`` with seed ``seed``;
+    the run's result (draws per chain, parameter names, summary, sample statistics)."""
+    from . import _sgmcmc
+
+    config = json.loads(config_json)
+    config.setdefault("run", {})["seed"] = seed
+    file = json.loads(file_json)
+    file["coreset"]["seed"] = seed
+    handle = _sgmcmc.start_run(
+        json.dumps(config),
+        features,
+        targets,
+        names,
+        None,
+        user,
+        "coreset",
+        coreset=json.dumps(file),
+    )
+    return dict(handle.result())
+
+
+def scores_task(
+    config_json: str,
+    features: Any,
+    targets: Any,
+    names: list[str] | None,
+    user: Any,
+    draws: Any,
+) -> tuple[Any, float]:
+    """One task of a Stein discrepancy: the full-batch scores of a block of draws (rows), and
+    the seconds they took."""
+    from . import _sgmcmc
+
+    handle = _sgmcmc.start_run(
+        config_json, features, targets, names, None, user, "scores", [draws], 1
+    )
+    result = handle.result()
+    return result["matrix"], float(result["seconds"])
+
+
 def run_chains(
     executor: Executor,
     config_json: str,

@@ -7,12 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _sgmcmc, settings
+from .distributed import Executor, arm_round_task
 from .models import BuiltinModel, UserModel
 from .run import _check_model, _follow, _model_config, _result, _run_table
 from .settings import Gradient, Sampler
@@ -74,6 +76,27 @@ class TuneResult:
         return {"sampler": self.sampler, "gradient": self.gradient}
 
 
+def _rounds_on(
+    executor: Executor,
+    config_json: str,
+    x: Any,
+    y: Any,
+    names: list[str] | None,
+    user: UserModel | None,
+) -> Callable[[int, list[tuple[int, bytes]], float, list[float]], list[bytes]]:
+    """What runs a round of MAMBA's arms on ``executor``: called by the tuner (in Rust) with the
+    round, each arm's grid index and state, the budget per arm and the MAP; returns each arm's
+    result, in order."""
+
+    def run_round(
+        round_: int, arms: list[tuple[int, bytes]], budget: float, map_: list[float]
+    ) -> list[bytes]:
+        shared = (config_json, x, y, names, user, map_, round_, budget)
+        return executor.map(arm_round_task, shared, arms)
+
+    return run_round
+
+
 def tune(
     model: BuiltinModel | UserModel,
     sampler: Sampler,
@@ -98,6 +121,7 @@ def tune(
     out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     resume: bool = False,
+    executor: Executor | None = None,
 ) -> TuneResult:
     """Tune ``sampler`` (its step and any other key) and ``gradient`` over ``grid`` (the run
     file's ``[tune.grid]``: e.g. ``{"log10_step_size": {"from": -1, "to": -7, "by": 0.5},
@@ -111,7 +135,13 @@ def tune(
     progress is saved after every round, and ``tune.json`` is written at the end; a directory
     holding an earlier run is refused unless ``overwrite=True``, and ``resume=True`` continues
     a killed run there after its last saved round (same model, data and settings), with the
-    outcome of an uninterrupted run."""
+    outcome of an uninterrupted run.
+
+    With ``executor`` (``sgmcmc.RayExecutor()``, ``sgmcmc.ProcessExecutor()``), MAMBA runs each
+    round's arms as tasks, one per arm, each from the arm's state after its last round; the
+    halving, the saved progress and the report stay here. With a budget in gradient
+    evaluations the winner and its draws are those of a local run, bit for bit; in CPU
+    seconds each arm is charged its own task's thread time."""
     _check_model(model)
     if not isinstance(sampler, Sampler):
         raise TypeError(f"sampler: expected e.g. sgmcmc.SGLD(...), got {type(sampler).__name__}")
@@ -140,8 +170,14 @@ def tune(
         "grid": grid,
     }
     config["tune"] = {k: v for k, v in table.items() if v is not None}
+    config_json = json.dumps(config)
+    rounds = None
+    if executor is not None:
+        if method != "mamba":
+            raise ValueError(f"executor: runs MAMBA's arms, not method={method!r}")
+        rounds = _rounds_on(executor, config_json, x, y, names, user)
     handle = _sgmcmc.start_run(
-        json.dumps(config),
+        config_json,
         x,
         y,
         names,
@@ -150,6 +186,7 @@ def tune(
         method,
         overwrite=overwrite,
         resume=resume,
+        rounds=rounds,
     )
     _follow(handle, progress=False, quiet=quiet, stoppable=False)
     result = _result(handle, quiet=quiet)

@@ -11,10 +11,11 @@ use sgmcmc::io::CheckpointDirectory;
 use sgmcmc::optim::MapResult;
 use sgmcmc::settings::SamplerSettings;
 use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel};
+use sgmcmc::tuning::{Arm, RoundRunner, run_arm_round_alone};
 use sgmcmc::tuning::{
     ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaProgress, MambaSettings,
     TuneBudget, TuneContext, TuneError, TuneMetricSettings, expand_grid, grid_search,
-    heuristic_arm, mamba, mamba_resumable,
+    heuristic_arm, mamba_on,
 };
 use std::time::Instant;
 
@@ -162,11 +163,50 @@ impl<'p> TuneSession<'p> {
     pub fn mamba(
         &self,
         settings: &MambaSettings,
+        elsewhere: Option<&dyn RoundRunner>,
         on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
     ) -> Result<(Vec<ArmSettings>, MambaOutcome), TuneError> {
         let arms = self.arms()?;
-        let outcome = mamba(&self.ctx, &arms, settings, on_round)?;
+        let outcome = mamba_on(
+            &self.ctx,
+            &arms,
+            settings,
+            None,
+            elsewhere,
+            on_round,
+            &mut |_| Ok(()),
+        )?;
         Ok((arms, outcome))
+    }
+
+    /// One arm's round of MAMBA on this session (the unit a [`RoundRunner`] sends elsewhere):
+    /// arm `arm` of the grid from `state` ([`Arm::encode`]'s bytes) at `budget_per_arm`, on
+    /// one thread, as [`TuneSession::mamba`] runs each arm locally; the result as
+    /// [`sgmcmc::tuning::ArmRoundResult::encode`]'s bytes.
+    pub fn arm_round(
+        &self,
+        arm: usize,
+        state: &[u8],
+        round: usize,
+        budget_per_arm: f64,
+    ) -> Result<Vec<u8>, TuneError> {
+        let arms = self.arms()?;
+        let settings = self.mamba_settings()?;
+        let elsewhere = |e: &dyn std::fmt::Display| TuneError::Elsewhere(e.to_string());
+        let chosen = arms.get(arm).ok_or_else(|| {
+            TuneError::Elsewhere(format!("arm {arm} of a grid of {} arms", arms.len()))
+        })?;
+        let state = Arm::decode(state, self.ctx.model.dim()).map_err(|e| elsewhere(&e))?;
+        let result = run_arm_round_alone(
+            &self.ctx,
+            chosen,
+            arm,
+            state,
+            round,
+            budget_per_arm,
+            &settings,
+        )?;
+        result.encode().map_err(|e| elsewhere(&e))
     }
 
     /// Grid search's arms: the grid without its batch sizes, at `[tune.grid_search]
@@ -288,6 +328,7 @@ impl<'p> TuneSession<'p> {
         settings: &MambaSettings,
         checkpoints: &CheckpointDirectory,
         resume: bool,
+        elsewhere: Option<&dyn RoundRunner>,
         on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
     ) -> Result<(Vec<ArmSettings>, MambaOutcome), TuneError> {
         let arms = self.arms()?;
@@ -309,18 +350,22 @@ impl<'p> TuneSession<'p> {
                 .write_file(TUNE_PROGRESS, &bytes)
                 .map_err(|e| TuneError::Save(format!("{}: {e}", path.display())))
         };
-        let outcome = mamba_resumable(&self.ctx, &arms, settings, progress, on_round, &mut save)?;
+        let outcome = mamba_on(
+            &self.ctx, &arms, settings, progress, elsewhere, on_round, &mut save,
+        )?;
         Ok((arms, outcome))
     }
 
     /// Run `method`; `on_round` sees each of MAMBA's rounds as it ends (with the budget per arm
     /// of that round). With `checkpoints`, MAMBA saves its progress after every round and, when
     /// `resume` is set, continues from it ([`TuneSession::mamba_checkpointed`]); grid search and
-    /// the heuristic run whole (they are deterministic).
+    /// the heuristic run whole (they are deterministic). With `elsewhere`, MAMBA's arms run
+    /// there round by round (e.g. as tasks on a cluster); the halving stays here.
     pub fn tune(
         &self,
         method: TuneMethod,
         checkpoints: Option<(&CheckpointDirectory, bool)>,
+        elsewhere: Option<&dyn RoundRunner>,
         on_round: &mut dyn FnMut(&[sgmcmc::tuning::ArmRound], f64),
     ) -> Result<Tuned, TuneError> {
         Ok(match method {
@@ -328,9 +373,9 @@ impl<'p> TuneSession<'p> {
                 let settings = self.mamba_settings()?;
                 let (arms, outcome) = match checkpoints {
                     Some((dir, resume)) => {
-                        self.mamba_checkpointed(&settings, dir, resume, on_round)?
+                        self.mamba_checkpointed(&settings, dir, resume, elsewhere, on_round)?
                     }
-                    None => self.mamba(&settings, on_round)?,
+                    None => self.mamba(&settings, elsewhere, on_round)?,
                 };
                 Tuned::Mamba {
                     arms,

@@ -367,6 +367,167 @@ struct ArmState {
     draws: Vec<f64>,
 }
 
+/// One arm's round as it comes back from where it ran.
+#[derive(Debug, Clone)]
+pub struct ArmRoundResult {
+    /// The round's record (its label is set from the grid where the halving runs).
+    pub record: ArmRound,
+    /// The arm's position and random stream after the round.
+    pub state: Arm,
+    /// The round's kept draws (row-major, D per row).
+    pub draws: Vec<f64>,
+}
+
+/// Runs the arms of one round. Each arm's round is a pure function of the run (model, MAP,
+/// settings), the arm's grid index, its state before the round ([`Arm`]: position and random
+/// stream), the round and the budget ([`run_arm_round`]), so it may run anywhere; with
+/// budgets in gradient evaluations, the same bits come back from any machine.
+pub trait RoundRunner {
+    /// For each `(grid index, state)` of `arms`, in that order, the arm's round of round
+    /// `round` at `budget_per_arm` (in the budget's unit).
+    fn run_round(
+        &self,
+        round: usize,
+        arms: &[(usize, Arm)],
+        budget_per_arm: f64,
+    ) -> Result<Vec<ArmRoundResult>, TuneError>;
+}
+
+/// The arms of a round on this process's workers (threads), each charged its own thread CPU.
+struct LocalRounds<'a, 'm> {
+    ctx: &'a TuneContext<'m>,
+    arms: &'a [ArmSettings],
+    settings: &'a MambaSettings,
+    workers: &'a Workers,
+}
+
+impl RoundRunner for LocalRounds<'_, '_> {
+    fn run_round(
+        &self,
+        round: usize,
+        arms: &[(usize, Arm)],
+        budget_per_arm: f64,
+    ) -> Result<Vec<ArmRoundResult>, TuneError> {
+        self.workers
+            .map(arms.len(), &|i| {
+                let (a, state) = &arms[i];
+                run_arm_round(
+                    self.ctx,
+                    &self.arms[*a],
+                    *a,
+                    state.clone(),
+                    round,
+                    budget_per_arm,
+                    self.settings,
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// [`run_arm_round`] on a one-thread pool of its own, as [`mamba`] runs each arm locally, so
+/// that what runs in parallel inside it (a full-data pass, the KSD's tiles) is charged to it
+/// alike: how a task elsewhere runs an arm's round.
+pub fn run_arm_round_alone(
+    ctx: &TuneContext<'_>,
+    arm: &ArmSettings,
+    index: usize,
+    state: Arm,
+    round: usize,
+    budget_per_arm: f64,
+    settings: &MambaSettings,
+) -> Result<ArmRoundResult, TuneError> {
+    let mut results = Workers::new(1)?.map(1, &|_| {
+        run_arm_round(
+            ctx,
+            arm,
+            index,
+            state.clone(),
+            round,
+            budget_per_arm,
+            settings,
+        )
+    });
+    results.pop().expect("one task ran")
+}
+
+/// Arm `index` (settings `arm`) from `state` for one round of MAMBA at `budget_per_arm`:
+/// a fresh sampler and estimator restarted at the arm's position (§5.2), the round's draws
+/// kept every `thin`-th iteration, and their metric (at most `max_scored_draws` of them,
+/// evenly spaced; +∞ if the chain diverged).
+pub fn run_arm_round(
+    ctx: &TuneContext<'_>,
+    arm: &ArmSettings,
+    index: usize,
+    mut state: Arm,
+    round: usize,
+    budget_per_arm: f64,
+    settings: &MambaSettings,
+) -> Result<ArmRoundResult, TuneError> {
+    let t = Instant::now();
+    let (mut sampler, mut estimator) = ctx.build(arm)?;
+    let build = t.elapsed().as_secs_f64();
+    let segment = state.run_round(
+        sampler.as_mut(),
+        estimator.as_mut(),
+        settings.budget.arm_budget(budget_per_arm),
+        settings.thin,
+    );
+    drop((sampler, estimator));
+    let t = Instant::now();
+    let d = ctx.model.dim();
+    let capped;
+    let scored = match settings.max_scored_draws {
+        Some(cap) if segment.len(d) > cap => {
+            let thin = segment.len(d).div_ceil(cap.max(1));
+            capped = crate::stein::every_kth_row(&segment.draws, d, thin);
+            &capped
+        }
+        _ => &segment.draws,
+    };
+    let metric = if segment.diverged {
+        f64::INFINITY
+    } else {
+        ctx.metric(
+            scored,
+            &settings.metric,
+            settings.seed ^ ((round as u64) << 32 | index as u64),
+        )
+    };
+    let overhead = build + t.elapsed().as_secs_f64();
+    let full_batch_ksd = settings.audit_full_scores.then(|| {
+        let kernel = match &settings.metric {
+            TuneMetricSettings::Ksd(k) | TuneMetricSettings::Fssd(k, _) => *k,
+        };
+        let audit_kernel = match kernel {
+            Kernel::Imq(_) => kernel,
+            Kernel::Gaussian(_) => Kernel::Imq(ImqKernel::default()),
+        };
+        ctx.full_batch_ksd(scored, &audit_kernel)
+    });
+    let record = ArmRound {
+        round,
+        arm: index,
+        label: arm.label(),
+        metric,
+        full_batch_ksd,
+        draws: segment.len(d),
+        scored_draws: scored.len() / d,
+        iterations: segment.iterations,
+        gradient_evaluations: segment.gradient_evaluations,
+        sampling_seconds: segment.cpu_seconds,
+        overhead_seconds: overhead,
+        diverged: segment.diverged,
+        kept: false,
+    };
+    Ok(ArmRoundResult {
+        record,
+        state,
+        draws: segment.draws,
+    })
+}
+
 /// Run MAMBA over `arms`; `on_round` sees each round's records (ranking order) as it ends.
 pub fn mamba(
     ctx: &TuneContext<'_>,
@@ -386,6 +547,21 @@ pub fn mamba_resumable(
     arms: &[ArmSettings],
     settings: &MambaSettings,
     resume: Option<MambaProgress>,
+    on_round: &mut dyn FnMut(&[ArmRound], f64),
+    on_progress: &mut dyn FnMut(&MambaProgress) -> Result<(), TuneError>,
+) -> Result<MambaOutcome, TuneError> {
+    mamba_on(ctx, arms, settings, resume, None, on_round, on_progress)
+}
+
+/// [`mamba_resumable`] with each round's arms run by `elsewhere` (e.g. as tasks on a cluster)
+/// instead of on this process's threads; the halving, the records and the progress stay here.
+/// `None`: on this process's threads.
+pub fn mamba_on(
+    ctx: &TuneContext<'_>,
+    arms: &[ArmSettings],
+    settings: &MambaSettings,
+    resume: Option<MambaProgress>,
+    elsewhere: Option<&dyn RoundRunner>,
     on_round: &mut dyn FnMut(&[ArmRound], f64),
     on_progress: &mut dyn FnMut(&MambaProgress) -> Result<(), TuneError>,
 ) -> Result<MambaOutcome, TuneError> {
@@ -429,91 +605,63 @@ pub fn mamba_resumable(
         None => (Vec::new(), Vec::new()),
     };
     let resumed_rounds = done.len();
-    let kernel = match &settings.metric {
-        TuneMetricSettings::Ksd(k) | TuneMetricSettings::Fssd(k, _) => *k,
-    };
-    let audit_kernel = match kernel {
-        Kernel::Imq(_) => kernel,
-        Kernel::Gaussian(_) => Kernel::Imq(ImqKernel::default()),
-    };
     // Each round's records, pushed by `run_round` in survivor order and put in ranking order by
     // the observer once the halving has ranked them.
     let records: RefCell<Vec<Vec<ArmRound>>> = RefCell::new(earlier);
     let failure: RefCell<Option<TuneError>> = RefCell::new(None);
+    let local = LocalRounds {
+        ctx,
+        arms,
+        settings,
+        workers: &workers,
+    };
+    let runner: &dyn RoundRunner = elsewhere.unwrap_or(&local);
     let run_round = |round: usize, survivors: &[usize], budget: f64| {
         if failure.borrow().is_some() {
             return vec![f64::INFINITY; survivors.len()];
         }
-        let arm_budget = settings.budget.arm_budget(budget);
-        let results: Vec<Result<ArmRound, TuneError>> = workers.map(survivors.len(), &|i| {
-            let a = survivors[i];
-            let t = Instant::now();
-            let (mut sampler, mut estimator) = ctx.build(&arms[a])?;
-            let mut state = states[a].lock().expect("no arm task panics");
-            let build = t.elapsed().as_secs_f64();
-            let segment = state.arm.run_round(
-                sampler.as_mut(),
-                estimator.as_mut(),
-                arm_budget,
-                settings.thin,
-            );
-            drop((sampler, estimator));
-            let t = Instant::now();
-            let d = ctx.model.dim();
-            let capped;
-            let scored = match settings.max_scored_draws {
-                Some(cap) if segment.len(d) > cap => {
-                    let thin = segment.len(d).div_ceil(cap.max(1));
-                    capped = crate::stein::every_kth_row(&segment.draws, d, thin);
-                    &capped
+        let inputs: Vec<(usize, Arm)> = survivors
+            .iter()
+            .map(|&a| (a, states[a].lock().expect("no arm task panics").arm.clone()))
+            .collect();
+        let results = runner
+            .run_round(round, &inputs, budget)
+            .and_then(|results| {
+                let arms_back: Vec<usize> = results.iter().map(|r| r.record.arm).collect();
+                if arms_back != survivors {
+                    return Err(TuneError::Elsewhere(format!(
+                        "round {round}: the arms' rounds came back for arms {arms_back:?}, not \
+                     {survivors:?}"
+                    )));
                 }
-                _ => &segment.draws,
-            };
-            let metric = if segment.diverged {
-                f64::INFINITY
-            } else {
-                ctx.metric(
-                    scored,
-                    &settings.metric,
-                    settings.seed ^ ((round as u64) << 32 | a as u64),
-                )
-            };
-            let overhead = build + t.elapsed().as_secs_f64();
-            let full_batch_ksd = settings
-                .audit_full_scores
-                .then(|| ctx.full_batch_ksd(scored, &audit_kernel));
-            state.draws.extend_from_slice(&segment.draws);
-            Ok(ArmRound {
-                round,
-                arm: a,
-                label: arms[a].label(),
-                metric,
-                full_batch_ksd,
-                draws: segment.len(d),
-                scored_draws: scored.len() / d,
-                iterations: segment.iterations,
-                gradient_evaluations: segment.gradient_evaluations,
-                sampling_seconds: segment.cpu_seconds,
-                overhead_seconds: overhead,
-                diverged: segment.diverged,
-                kept: false,
-            })
-        });
-        let mut round_records = Vec::with_capacity(results.len());
-        for r in results {
-            match r {
-                Ok(rec) => round_records.push(rec),
-                Err(e) => {
-                    failure.borrow_mut().get_or_insert(e);
-                    return vec![f64::INFINITY; survivors.len()];
-                }
+                Ok(results)
+            });
+        let results = match results {
+            Ok(results) => results,
+            Err(e) => {
+                failure.borrow_mut().get_or_insert(e);
+                return vec![f64::INFINITY; survivors.len()];
             }
+        };
+        let mut round_records = Vec::with_capacity(results.len());
+        for (a, result) in survivors.iter().zip(results) {
+            let mut state = states[*a].lock().expect("no arm task panics");
+            state.arm = result.state;
+            state.draws.extend_from_slice(&result.draws);
+            round_records.push(ArmRound {
+                label: arms[*a].label(),
+                ..result.record
+            });
         }
         let metrics: Vec<f64> = round_records.iter().map(|r| r.metric).collect();
         records.borrow_mut().push(round_records);
         metrics
     };
     let observe = |ranked: &super::RoundRecord| {
+        // A failed round has no records; the run ends with the failure.
+        if failure.borrow().is_some() {
+            return;
+        }
         let mut records = records.borrow_mut();
         let round = records.last_mut().expect("the round just ran");
         let position = |arm: usize| {

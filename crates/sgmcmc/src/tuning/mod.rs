@@ -29,8 +29,8 @@ pub use halving::{
     successive_halving_observed, successive_halving_resumed,
 };
 pub use mamba::{
-    ArmRound, MambaOutcome, MambaSettings, TuneBudget, TuneContext, TuneMetricSettings, mamba,
-    mamba_resumable,
+    ArmRound, ArmRoundResult, MambaOutcome, MambaSettings, RoundRunner, TuneBudget, TuneContext,
+    TuneMetricSettings, mamba, mamba_on, mamba_resumable, run_arm_round, run_arm_round_alone,
 };
 pub use progress::{ArmProgress, MambaProgress};
 pub use scores::{ScoreFunction, TuneScores};
@@ -83,4 +83,7 @@ pub enum TuneError {
     /// An arm's sampler or estimator settings cannot be built.
     #[error(transparent)]
     Settings(#[from] crate::settings::SettingsError),
+    /// A round's arms run elsewhere ([`RoundRunner`]) failed or came back wrong.
+    #[error("the arms' rounds run elsewhere: {0}")]
+    Elsewhere(String),
 }

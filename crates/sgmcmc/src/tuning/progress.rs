@@ -11,7 +11,7 @@
 
 use super::arm::Arm;
 use super::grid::ArmSettings;
-use super::mamba::ArmRound;
+use super::mamba::{ArmRound, ArmRoundResult};
 use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::rng::ChainRng;
 use rand::SeedableRng;
@@ -129,6 +129,78 @@ impl MambaProgress {
         Ok(Self {
             rounds,
             arms: survivors,
+        })
+    }
+}
+
+impl Arm {
+    /// The bytes of this arm's state (to send it where its next round runs).
+    pub fn encode(&self) -> Result<Vec<u8>, StateError> {
+        let mut w = StateWriter::new();
+        w.field("format", &FORMAT);
+        w.field("state", self);
+        w.finish()
+    }
+
+    /// Reads the bytes [`Arm::encode`] wrote, for a model with `dim` parameters.
+    pub fn decode(bytes: &[u8], dim: usize) -> Result<Self, StateError> {
+        let mut r = StateReader::new(bytes);
+        let state = read_arm(&mut r, dim)?;
+        r.finish()?;
+        Ok(state)
+    }
+}
+
+fn read_arm(r: &mut StateReader<'_>, dim: usize) -> Result<Arm, StateError> {
+    let mut format = 0u64;
+    r.field("format", &mut format)?;
+    if format != FORMAT {
+        return Err(StateError::Invalid(format!(
+            "an arm of format {format}, this version reads format {FORMAT}"
+        )));
+    }
+    let mut state = Arm::new(&[], ChainRng::seed_from_u64(0));
+    r.field("state", &mut state)?;
+    if state.position().len() != dim {
+        return Err(StateError::Invalid(format!(
+            "an arm's position of {} values, the model has {dim} parameters",
+            state.position().len()
+        )));
+    }
+    Ok(state)
+}
+
+impl ArmRoundResult {
+    /// The bytes of an arm's round (to send it back to where the halving runs).
+    pub fn encode(&self) -> Result<Vec<u8>, StateError> {
+        let mut w = StateWriter::new();
+        w.field("format", &FORMAT);
+        w.field("state", &self.state);
+        save_record(&mut w, &self.record);
+        w.field("draws", &self.draws);
+        w.finish()
+    }
+
+    /// Reads the bytes [`ArmRoundResult::encode`] wrote, for a model with `dim` parameters
+    /// (the record's label is left empty: the grid gives it).
+    pub fn decode(bytes: &[u8], dim: usize) -> Result<Self, StateError> {
+        let mut r = StateReader::new(bytes);
+        let state = read_arm(&mut r, dim)?;
+        let record = load_record(&mut r)?;
+        let mut draws = Vec::new();
+        r.field("draws", &mut draws)?;
+        r.finish()?;
+        if draws.len() != record.draws * dim {
+            return Err(StateError::Invalid(format!(
+                "{} values for {} draws of {dim} parameters",
+                draws.len(),
+                record.draws
+            )));
+        }
+        Ok(Self {
+            record,
+            state,
+            draws,
         })
     }
 }
