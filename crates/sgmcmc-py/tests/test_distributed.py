@@ -278,3 +278,30 @@ def test_ksd_scores_on_ray_give_the_local_discrepancy(ray_cluster: Any, small_lo
     assert on_ray.fssd == local.fssd
     with pytest.raises(ValueError, match="multiple of 256"):
         sgmcmc.ksd(model, draws, executor=sgmcmc.RayExecutor(), block=300)
+
+
+class FirstTaskThenFail:
+    """An executor whose cluster goes away after one task: chain 0 ends, the rest never run."""
+
+    def map(self, fn: Any, shared: tuple[Any, ...], items: list[Any]) -> list[Any]:
+        fn(*shared, items[0])
+        raise RuntimeError("the cluster went away")
+
+
+def test_a_split_run_cut_short_resumes_on_another_executor(
+    ray_cluster: Any, small_logistic, tmp_path: Path
+) -> None:
+    """A run whose tasks stopped after chain 0 continues with resume=True on Ray: only the
+    missing chains run, and the draws are those of one process."""
+    x, y, _ = small_logistic
+    model = sgmcmc.models.Logistic(x, y, prior_variance=5.0)
+    args = (sgmcmc.SGLD(step_size=1e-5), sgmcmc.Minibatch(batch_size=200))
+    out = tmp_path / "split"
+    with pytest.raises(RuntimeError, match="went away"):
+        sgmcmc.sample(model, *args, out=out, executor=FirstTaskThenFail(), **SETTINGS)
+    resumed = sgmcmc.sample(
+        model, *args, out=out, executor=sgmcmc.RayExecutor(), resume=True, **SETTINGS
+    )
+    from_checkpoint = [c["from_checkpoint"] for t in tasks(resumed) for c in t["chains"]]
+    assert from_checkpoint == [1_000, 0, 0, 0]
+    np.testing.assert_array_equal(theta(resumed), theta(sgmcmc.sample(model, *args, **SETTINGS)))
