@@ -9,6 +9,7 @@
 
 mod bnn;
 mod bradley_terry;
+pub mod constraint;
 mod gaussian;
 mod glm;
 mod linear;
@@ -35,7 +36,7 @@ pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
 pub use pmf::{Pmf, PmfSettings};
 pub use poisson::{Poisson, PoissonLink, PoissonRegression};
 pub use predictive::{Predictive, PredictiveFamily, PredictiveTask};
-pub use prior::{CauchyPrior, CoefficientPrior, NormalPrior};
+pub use prior::{CauchyPrior, CoefficientPrior, NormalPrior, ParameterPrior, Support};
 pub use sparse_regression::{SparseRegression, SparseRegressionSettings};
 pub use terms::{CovarianceShape, TermMoments};
 

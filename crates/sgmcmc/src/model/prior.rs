@@ -1,4 +1,7 @@
-//! Isotropic normal prior θ ~ N(0, σ²·I), shared by the regression models.
+//! Priors: the isotropic normal θ ~ N(0, σ²·I) and i.i.d. Cauchy shared by the regression
+//! models, and [`ParameterPrior`], a prior on one parameter as real models state them
+//! (normal, Student-t, Cauchy, flat; half-normal, half-Cauchy, exponential and flat on x > 0;
+//! Beta on a probability), for models whose parameter groups each have their own.
 
 use crate::rng::{ChainRng, fill_standard_normal};
 
@@ -145,6 +148,224 @@ impl CoefficientPrior {
                 p.sample(rng, out);
                 Ok(())
             }
+        }
+    }
+}
+
+/// Where a prior puts its mass: the scale its parameter is stated on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// The real line.
+    Real,
+    /// x > 0 (scales, precisions, rates).
+    Positive,
+    /// 0 < x < 1 (probabilities).
+    UnitInterval,
+}
+
+/// A prior on one parameter (or on each parameter of a group, independently), as real models
+/// state them (Stan's, posteriordb's): the density is normalised, so log-densities are those
+/// of the distribution itself; the flat prior is improper (log p = 0).
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)
+)]
+pub enum ParameterPrior {
+    /// N(location, scale²).
+    Normal {
+        /// μ.
+        location: f64,
+        /// s > 0.
+        scale: f64,
+    },
+    /// Student-t with `df` degrees of freedom, location μ and scale s.
+    StudentT {
+        /// ν > 0.
+        df: f64,
+        /// μ.
+        location: f64,
+        /// s > 0.
+        scale: f64,
+    },
+    /// Cauchy(location, scale).
+    Cauchy {
+        /// μ.
+        location: f64,
+        /// s > 0.
+        scale: f64,
+    },
+    /// Flat on the real line (improper).
+    Flat,
+    /// Flat on x > 0 (improper): Stan's unbounded `real<lower=0>` with no prior statement.
+    FlatPositive,
+    /// Half-normal on x > 0: N(0, scale²) folded at 0.
+    HalfNormal {
+        /// s > 0.
+        scale: f64,
+    },
+    /// Half-Cauchy on x > 0: Cauchy(0, scale) folded at 0.
+    HalfCauchy {
+        /// s > 0.
+        scale: f64,
+    },
+    /// Exponential(rate) on x > 0.
+    Exponential {
+        /// λ > 0.
+        rate: f64,
+    },
+    /// Beta(α, β) on 0 < x < 1.
+    Beta {
+        /// α > 0.
+        alpha: f64,
+        /// β > 0.
+        beta: f64,
+    },
+}
+
+impl ParameterPrior {
+    /// An error that names the bad setting, if any.
+    pub fn validate(&self) -> Result<(), super::ModelError> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(super::ModelError::Setting(format!(
+                    "prior {}: `{name}` must be finite and > 0, got {v}",
+                    self.name()
+                )))
+            }
+        };
+        let finite = |name: &str, v: f64| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(super::ModelError::Setting(format!(
+                    "prior {}: `{name}` must be finite, got {v}",
+                    self.name()
+                )))
+            }
+        };
+        match *self {
+            ParameterPrior::Normal { location, scale }
+            | ParameterPrior::Cauchy { location, scale } => {
+                finite("location", location)?;
+                positive("scale", scale)
+            }
+            ParameterPrior::StudentT {
+                df,
+                location,
+                scale,
+            } => {
+                positive("df", df)?;
+                finite("location", location)?;
+                positive("scale", scale)
+            }
+            ParameterPrior::Flat | ParameterPrior::FlatPositive => Ok(()),
+            ParameterPrior::HalfNormal { scale } | ParameterPrior::HalfCauchy { scale } => {
+                positive("scale", scale)
+            }
+            ParameterPrior::Exponential { rate } => positive("rate", rate),
+            ParameterPrior::Beta { alpha, beta } => {
+                positive("alpha", alpha)?;
+                positive("beta", beta)
+            }
+        }
+    }
+
+    /// The distribution's name as the run file writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ParameterPrior::Normal { .. } => "normal",
+            ParameterPrior::StudentT { .. } => "student_t",
+            ParameterPrior::Cauchy { .. } => "cauchy",
+            ParameterPrior::Flat => "flat",
+            ParameterPrior::FlatPositive => "flat_positive",
+            ParameterPrior::HalfNormal { .. } => "half_normal",
+            ParameterPrior::HalfCauchy { .. } => "half_cauchy",
+            ParameterPrior::Exponential { .. } => "exponential",
+            ParameterPrior::Beta { .. } => "beta",
+        }
+    }
+
+    /// Where the prior puts its mass.
+    pub fn support(&self) -> Support {
+        match self {
+            ParameterPrior::Normal { .. }
+            | ParameterPrior::StudentT { .. }
+            | ParameterPrior::Cauchy { .. }
+            | ParameterPrior::Flat => Support::Real,
+            ParameterPrior::FlatPositive
+            | ParameterPrior::HalfNormal { .. }
+            | ParameterPrior::HalfCauchy { .. }
+            | ParameterPrior::Exponential { .. } => Support::Positive,
+            ParameterPrior::Beta { .. } => Support::UnitInterval,
+        }
+    }
+
+    /// log p(x), normalised (0 for the flat priors); −∞ outside the support.
+    pub fn log_density(&self, x: f64) -> f64 {
+        use statrs::function::gamma::ln_gamma;
+        use std::f64::consts::{LN_2, PI};
+        let outside = match self.support() {
+            Support::Real => false,
+            Support::Positive => x.is_nan() || x <= 0.0,
+            Support::UnitInterval => x.is_nan() || x <= 0.0 || x >= 1.0,
+        };
+        if outside {
+            return f64::NEG_INFINITY;
+        }
+        let normal = |z: f64, s: f64| -0.5 * z * z - s.ln() - 0.5 * (2.0 * PI).ln();
+        let cauchy = |z: f64, s: f64| -(z * z).ln_1p() - (PI * s).ln();
+        match *self {
+            ParameterPrior::Normal { location, scale } => normal((x - location) / scale, scale),
+            ParameterPrior::StudentT {
+                df,
+                location,
+                scale,
+            } => {
+                let z = (x - location) / scale;
+                ln_gamma(0.5 * (df + 1.0))
+                    - ln_gamma(0.5 * df)
+                    - 0.5 * (df * PI).ln()
+                    - scale.ln()
+                    - 0.5 * (df + 1.0) * (z * z / df).ln_1p()
+            }
+            ParameterPrior::Cauchy { location, scale } => cauchy((x - location) / scale, scale),
+            ParameterPrior::Flat | ParameterPrior::FlatPositive => 0.0,
+            ParameterPrior::HalfNormal { scale } => LN_2 + normal(x / scale, scale),
+            ParameterPrior::HalfCauchy { scale } => LN_2 + cauchy(x / scale, scale),
+            ParameterPrior::Exponential { rate } => rate.ln() - rate * x,
+            ParameterPrior::Beta { alpha, beta } => {
+                (alpha - 1.0) * x.ln() + (beta - 1.0) * (-x).ln_1p() + ln_gamma(alpha + beta)
+                    - ln_gamma(alpha)
+                    - ln_gamma(beta)
+            }
+        }
+    }
+
+    /// d log p(x) / dx inside the support.
+    pub fn grad_log_density(&self, x: f64) -> f64 {
+        match *self {
+            ParameterPrior::Normal { location, scale } => -(x - location) / (scale * scale),
+            ParameterPrior::StudentT {
+                df,
+                location,
+                scale,
+            } => {
+                let d = x - location;
+                -(df + 1.0) * d / (df * scale * scale + d * d)
+            }
+            ParameterPrior::Cauchy { location, scale } => {
+                let d = x - location;
+                -2.0 * d / (scale * scale + d * d)
+            }
+            ParameterPrior::Flat | ParameterPrior::FlatPositive => 0.0,
+            ParameterPrior::HalfNormal { scale } => -x / (scale * scale),
+            ParameterPrior::HalfCauchy { scale } => -2.0 * x / (scale * scale + x * x),
+            ParameterPrior::Exponential { rate } => -rate,
+            ParameterPrior::Beta { alpha, beta } => (alpha - 1.0) / x - (beta - 1.0) / (1.0 - x),
         }
     }
 }
