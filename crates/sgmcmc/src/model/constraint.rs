@@ -8,6 +8,7 @@
 //! - an ordered vector (a mixture's means): x₁ = u₁, xₖ = xₖ₋₁ + exp(uₖ), log|det J| = Σₖ≥₂ uₖ.
 
 use super::ModelError;
+use super::logistic::{sigmoid, softplus};
 use super::prior::{ParameterPrior, Support};
 
 /// How one parameter's unconstrained value maps to its constrained one.
@@ -21,22 +22,9 @@ pub enum Constraint {
     UnitInterval,
 }
 
-/// log σ(u) = −log(1 + e⁻ᵘ), without overflow for large |u|.
+/// log σ(u) = −log(1 + e⁻ᵘ) = −softplus(−u), without overflow for large |u|.
 fn log_sigmoid(u: f64) -> f64 {
-    if u >= 0.0 {
-        -(-u).exp().ln_1p()
-    } else {
-        u - u.exp().ln_1p()
-    }
-}
-
-fn sigmoid(u: f64) -> f64 {
-    if u >= 0.0 {
-        1.0 / (1.0 + (-u).exp())
-    } else {
-        let e = u.exp();
-        e / (1.0 + e)
-    }
+    -softplus(-u)
 }
 
 impl Constraint {
