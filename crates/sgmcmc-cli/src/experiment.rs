@@ -196,6 +196,29 @@ pub enum Experiment {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// posteriordb (issue 27): NUTS on every posterior of a posteriordb folder (e.g. ../shared/data/posteriordb), each built from its Stan model's priors, constraints and data transforms, against the gold-standard reference draws: per parameter the mean's z-score against the combined MCSE and the sd ratio; writes report.json and table.md.
+    Posteriordb {
+        /// The posteriordb folder (posteriors/, data/, reference_draws/).
+        dir: PathBuf,
+        /// Output directory: report.json and table.md.
+        #[arg(long, default_value = "posteriordb_out")]
+        out: PathBuf,
+        /// Only these posteriors (default: every one in DIR/posteriors).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// NUTS chains per posterior.
+        #[arg(long, default_value_t = 4)]
+        chains: usize,
+        /// NUTS warm-up iterations per chain.
+        #[arg(long, default_value_t = 1000)]
+        warmup: usize,
+        /// NUTS draws kept per chain.
+        #[arg(long, default_value_t = 5000)]
+        draws: usize,
+        /// Seed of every posterior's run.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Minibatch MH paper §5.2: logistic regression on MNIST 1s vs 7s (flat prior, random walk); the minibatch Barker test, Austerity and the exact test: test accuracy / log-likelihood against data points processed, and the Barker test's sensitivity to the minibatch size.
     MhMnist {
         /// Directory with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.
@@ -675,6 +698,59 @@ pub fn run(which: Experiment) -> Result<()> {
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,
                 out.display()
+            );
+            Ok(())
+        }
+        Experiment::Posteriordb {
+            dir,
+            out,
+            only,
+            chains,
+            warmup,
+            draws,
+            seed,
+        } => {
+            use sgmcmc_experiments::posteriordb;
+            let names = if only.is_empty() {
+                posteriordb::posterior_names(&dir)?
+            } else {
+                only
+            };
+            anyhow::ensure!(!names.is_empty(), "no posteriors in {}", dir.display());
+            let settings = sgmcmc::reference::NutsSettings {
+                chains,
+                warmup,
+                draws,
+                seed,
+                dense_laplace_metric: true,
+                ..Default::default()
+            };
+            let report = posteriordb::nuts_report(&dir, &names, &settings, |row| {
+                println!(
+                    "{:<45} max |z| {:5.2}  max sd error {:5.1} %  {}",
+                    row.posterior,
+                    row.comparison.max_abs_z(),
+                    100.0 * row.comparison.max_sd_error(),
+                    if row.passes() {
+                        "ok"
+                    } else {
+                        "OUTSIDE TOLERANCE"
+                    }
+                );
+            })?;
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let json = serde_json::to_string_pretty(&report)?;
+            std::fs::write(out.join("report.json"), json)?;
+            std::fs::write(out.join("table.md"), report.markdown())?;
+            let failed = report.rows.iter().filter(|r| !r.passes()).count();
+            println!(
+                "{} of {} posteriors within tolerance (means within {} MCSE, sds within {} %); {}",
+                report.rows.len() - failed,
+                report.rows.len(),
+                posteriordb::Z_TOLERANCE,
+                100.0 * posteriordb::SD_TOLERANCE,
+                out.join("table.md").display()
             );
             Ok(())
         }

@@ -12,6 +12,7 @@ pub mod mh_mixture;
 pub mod mh_mnist;
 pub mod normal_gamma;
 pub mod plot;
+pub mod posteriordb;
 pub mod run_figure;
 
 /// The logistic-regression experiment under its former path.

@@ -12,6 +12,7 @@ use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sgmcmc::io::{CheckpointDirectory, ExistingRun, RunDirectory};
+use sgmcmc::model::constraint::constrain_draws;
 use sgmcmc::runner::{ChainReport, Progress};
 use sgmcmc_runfile::config::Config;
 use sgmcmc_runfile::pipeline::{self, default_path};
@@ -703,7 +704,8 @@ fn execute(
         .map(|c| c.draw_statistics)
         .collect();
     Ok(Output::Draws {
-        draws,
+        // On the constrained scale (σ, not log σ), as the store and the summary.
+        draws: draws.iter().map(|c| constrain_draws(model, c)).collect(),
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
@@ -855,7 +857,11 @@ fn reference(
         "interrupted": result.interrupted,
     });
     Ok(Output::Draws {
-        draws: result.draws,
+        draws: result
+            .draws
+            .iter()
+            .map(|c| constrain_draws(model, c))
+            .collect(),
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use sgmcmc::estimator::BatchSize;
+use sgmcmc::model::ParameterPrior;
 use sgmcmc::settings::{EstimatorSettings, SamplerSettings, ScheduleSettings};
 use sgmcmc::tuning::{TuneGrid, TuneScores};
 use std::path::{Path, PathBuf};
@@ -225,18 +226,33 @@ pub enum ModelConfig {
     },
     /// Linear regression with Gaussian noise.
     Linear {
-        /// Prior variance σ² of the coefficients.
+        /// Prior variance σ² of the coefficients (the N(0, σ²I) prior, when `priors` gives
+        /// none for them).
         #[serde(default = "default_prior_variance")]
         prior_variance: f64,
         /// Add an intercept parameter.
         #[serde(default)]
         intercept: bool,
-        /// Known noise variance, or `"learn"` to sample log σ² as a parameter.
-        #[serde(default)]
-        noise_variance: NoiseVariance,
+        /// Known noise variance, or `"learn"` to sample log σ² as a parameter (default 1;
+        /// not with a `priors.sigma`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        noise_variance: Option<NoiseVariance>,
         /// Prior variance of log σ² when the noise is learned.
         #[serde(default = "default_prior_variance")]
         log_noise_prior_variance: f64,
+        /// A prior per parameter group (`[model.priors]`): `coefficients`, `intercept` and
+        /// `sigma`, the noise sd, then learned on σ > 0 and reported as σ.
+        #[serde(default, skip_serializing_if = "RegressionPriors::is_empty")]
+        priors: RegressionPriors,
+    },
+    /// A two-component normal mixture of one column of data with ordered means, an sd per
+    /// component and a weight (posteriordb's `low_dim_gauss_mix`); reported as mu[1], mu[2],
+    /// sigma[1], sigma[2], theta.
+    NormalMixture {
+        /// The priors of the means, the sds and the weight (`[model.priors]`; default
+        /// N(0, 2²), half-normal(2) and Beta(5, 5)).
+        #[serde(default)]
+        priors: sgmcmc::model::NormalMixturePriors,
     },
     /// Bayesian neural network I-H-K with a softmax hidden layer (reference §5.6):
     /// β = softmax(softmax(xᵀB + b)·A + a), N(0, σ²) on every weight; labels 0..K−1.
@@ -303,6 +319,30 @@ pub enum PriorKind {
     Normal,
     /// θᵢ ~ Cauchy(0, s) with s = `prior_scale`.
     Cauchy,
+}
+
+/// The priors of a regression's parameter groups (`[model.priors]`), each a
+/// [`ParameterPrior`] table such as `{ kind = "normal", location = 0, scale = 10 }`,
+/// `{ kind = "flat" }` or `{ kind = "half_cauchy", scale = 2.5 }`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegressionPriors {
+    /// Each coefficient's prior (on the real line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coefficients: Option<ParameterPrior>,
+    /// The intercept's prior (default: the coefficients').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intercept: Option<ParameterPrior>,
+    /// The noise sd σ's prior (on σ > 0); σ is then a parameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma: Option<ParameterPrior>,
+}
+
+impl RegressionPriors {
+    /// No group has a prior of its own.
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// Noise variance of the linear model: a number, or `"learn"`.

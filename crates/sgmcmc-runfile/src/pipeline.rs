@@ -11,14 +11,14 @@ use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
 use sgmcmc::data::{self, DataError, Dataset, Features, Matrix};
 use sgmcmc::estimator::EstimatorError;
 use sgmcmc::io::{
-    DrawSink, MemorySink, ParameterRow, RunDirectory, SinkError, Tee, ZarrSink,
-    summarize_parameters,
+    Constrained, DrawSink, MemorySink, ParameterRow, RunDirectory, SinkError, Tee, ZarrSink,
+    summarize_model_draws,
 };
 use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
     Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
-    NoiseModel, Normal, NormalPrior, Pmf, PmfSettings, Poisson, Predictive, SparseRegression,
-    SparseRegressionSettings,
+    NoiseModel, Normal, NormalMixture, NormalPrior, ParameterPrior, Pmf, PmfSettings, Poisson,
+    Predictive, SparseRegression, SparseRegressionSettings, Support,
 };
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
@@ -303,6 +303,22 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
     }
 }
 
+/// A prior on a regression's coefficients or intercept: one on the real line, checked.
+fn coefficient_prior(
+    prior: ParameterPrior,
+    group: &str,
+) -> Result<CoefficientPrior, PipelineError> {
+    prior.validate()?;
+    if prior.support() != Support::Real {
+        return Err(PipelineError::RunFile(format!(
+            "[model] `priors.{group}`: the prior `{}` is not on the real line; use normal, \
+             student_t, cauchy or flat",
+            prior.name()
+        )));
+    }
+    Ok(prior.into())
+}
+
 /// Build the model of the `[model]` table over `data`.
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
@@ -316,6 +332,15 @@ pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, P
             *scale,
             NormalPrior::new(*prior_variance)?,
         )?),
+        ModelConfig::NormalMixture { priors } => {
+            if data.targets.is_some() {
+                return Err(PipelineError::RunFile(
+                    "[model] kind = \"normal_mixture\" takes one column of data and no target"
+                        .into(),
+                ));
+            }
+            Box::new(NormalMixture::from_features(&data.features, *priors)?)
+        }
         ModelConfig::External {} => return Err(external_model()),
         _ => build_predictive_model(cfg, data)?,
     })
@@ -393,19 +418,45 @@ pub fn build_predictive_model(
             intercept,
             noise_variance,
             log_noise_prior_variance,
+            priors,
         } => {
-            let noise = match noise_variance {
-                NoiseVariance::Fixed(v) => NoiseModel::Fixed { variance: *v },
-                NoiseVariance::Learn => NoiseModel::Learned {
+            let noise = match (noise_variance, priors.sigma) {
+                (Some(_), Some(_)) => {
+                    return Err(PipelineError::RunFile(
+                        "[model] `noise_variance` and `priors.sigma` both say how the noise is \
+                         treated; give one (a prior on sigma learns sigma)"
+                            .into(),
+                    ));
+                }
+                (_, Some(prior)) => NoiseModel::Sigma { prior },
+                (None, None) => NoiseModel::Fixed { variance: 1.0 },
+                (Some(NoiseVariance::Fixed(v)), None) => NoiseModel::Fixed { variance: *v },
+                (Some(NoiseVariance::Learn), None) => NoiseModel::Learned {
                     prior_variance: *log_noise_prior_variance,
                 },
             };
-            Box::new(Glm::new(
-                data,
-                Normal::new(noise)?,
-                NormalPrior::new(*prior_variance)?,
-                *intercept,
-            )?)
+            let coefficients: CoefficientPrior = match priors.coefficients {
+                Some(p) => coefficient_prior(p, "coefficients")?,
+                None => NormalPrior::new(*prior_variance)?.into(),
+            };
+            let model = Glm::new(data, Normal::new(noise)?, coefficients, *intercept)?;
+            match priors.intercept {
+                Some(_) if !*intercept => {
+                    return Err(PipelineError::RunFile(
+                        "[model] `priors.intercept` needs `intercept = true`".into(),
+                    ));
+                }
+                Some(p) => {
+                    Box::new(model.with_intercept_prior(coefficient_prior(p, "intercept")?)?)
+                }
+                None => Box::new(model),
+            }
+        }
+        ModelConfig::NormalMixture { .. } => {
+            return Err(PipelineError::Model(ModelError::Unsupported {
+                model: "normal_mixture",
+                what: "a predictive distribution for held-out rows",
+            }));
         }
         ModelConfig::Pmf { .. } => Box::new(build_pmf(cfg, data)?),
         ModelConfig::Bnn {
@@ -1114,7 +1165,17 @@ fn execute_keeping_draws(
         }
         InitConfig::Keyword(InitKeyword::Zeros) => vec![vec![0.0; dim]],
         InitConfig::Keyword(InitKeyword::Prior | InitKeyword::Laplace) => Vec::new(),
-        InitConfig::File { file } => read_init_file(file, dim, settings.chains)?,
+        InitConfig::File { file } => {
+            // Given on the constrained scale (σ, not log σ), as the draws are reported.
+            let mut rows = read_init_file(file, dim, settings.chains)?;
+            for row in rows.iter_mut() {
+                let x = row.clone();
+                model.unconstrain(&x, row).map_err(|e| {
+                    PipelineError::RunFile(format!("[run] init file {}: {e}", file.display()))
+                })?;
+            }
+            rows
+        }
     };
     let map_seconds = map_start.elapsed().as_secs_f64();
 
@@ -1140,8 +1201,15 @@ fn execute_keeping_draws(
         }
         (None, _) => (None, None),
     };
-    let (tee, tee_extra);
+    // The store holds the draws on the constrained scale (σ, ordered means); memory keeps θ
+    // for the bias check and the evaluation.
+    let (tee, tee_extra, constrained);
     let mut sink: &dyn DrawSink = match &zarr {
+        Some(z) if model.is_constrained() => {
+            constrained = Constrained::new(model, z);
+            tee = Tee::new(&constrained, &memory);
+            &tee
+        }
         Some(z) => {
             tee = Tee::new(z, &memory);
             &tee
@@ -1264,13 +1332,23 @@ fn execute_keeping_draws(
     let mut all = memory.into_chains();
     if let Some(earlier) = earlier {
         for (chain, mut draws) in all.iter_mut().zip(earlier) {
+            // The store's draws are on the constrained scale: back to θ.
+            if model.is_constrained() {
+                let mut theta = vec![0.0; dim];
+                for x in draws.chunks_exact_mut(dim) {
+                    model
+                        .unconstrain(x, &mut theta)
+                        .map_err(PipelineError::Model)?;
+                    x.copy_from_slice(&theta);
+                }
+            }
             draws.append(chain);
             *chain = draws;
         }
     }
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
     let parameters = if cfg.run.summary && !some_chains {
-        summarize_parameters(&model.parameter_names(), &kept)
+        summarize_model_draws(model, &kept)
     } else {
         Vec::new()
     };
@@ -1306,7 +1384,8 @@ fn execute_keeping_draws(
         run: report,
         evaluation: None,
         preconditioner: preconditioner.as_ref().map(Preconditioner::shape),
-        laplace_sd: laplace.map(|l| l.sd),
+        // On θ's scale: not comparable with constrained draws, so left out for those.
+        laplace_sd: laplace.filter(|_| !model.is_constrained()).map(|l| l.sd),
         bias_check,
         default_path: None,
         resumed_draws: continued.map(|c| c.kept),

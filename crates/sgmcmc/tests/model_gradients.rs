@@ -9,7 +9,8 @@ use common::{
 use sgmcmc::data::DataError;
 use sgmcmc::model::{
     Bernoulli, CovarianceShape, DataIndex, GaussianModel, LinearRegression, LogisticRegression,
-    Model, ModelError, NoiseModel, Normal, NormalPrior, Scratch, TermMoments,
+    Model, ModelError, NoiseModel, Normal, NormalMixture, NormalMixturePriors, NormalPrior,
+    ParameterPrior, Scratch, TermMoments,
 };
 
 /// Central difference of `f` at `theta` in every coordinate, h = 1e-5·max(1, |θⱼ|).
@@ -275,17 +276,36 @@ fn linear_gradients_match_finite_differences() {
         NoiseModel::Learned {
             prior_variance: 2.0,
         },
+        NoiseModel::Sigma {
+            prior: ParameterPrior::HalfCauchy { scale: 2.5 },
+        },
     ];
     for noise in noises {
         for (intercept, as_f32) in [(true, false), (false, true)] {
-            let model = LinearRegression::new(
-                dataset(x.clone(), 3, Some(y.clone()), as_f32),
-                Normal::new(noise).unwrap(),
-                NormalPrior::new(4.0).unwrap(),
-                intercept,
-            )
-            .unwrap();
-            let learned = matches!(noise, NoiseModel::Learned { .. });
+            let data = dataset(x.clone(), 3, Some(y.clone()), as_f32);
+            let family = Normal::new(noise).unwrap();
+            let model = if let NoiseModel::Sigma { .. } = noise {
+                // Per-group priors: Student-t coefficients, a normal intercept off 0.
+                let t = ParameterPrior::StudentT {
+                    df: 4.0,
+                    location: 0.5,
+                    scale: 2.0,
+                };
+                let model = LinearRegression::new(data, family, t, intercept).unwrap();
+                if intercept {
+                    let prior = ParameterPrior::Normal {
+                        location: 1.0,
+                        scale: 3.0,
+                    };
+                    model.with_intercept_prior(prior).unwrap()
+                } else {
+                    model
+                }
+            } else {
+                LinearRegression::new(data, family, NormalPrior::new(4.0).unwrap(), intercept)
+                    .unwrap()
+            };
+            let learned = !matches!(noise, NoiseModel::Fixed { .. });
             assert_eq!(
                 model.dim(),
                 3 + usize::from(intercept) + usize::from(learned)
@@ -297,6 +317,45 @@ fn linear_gradients_match_finite_differences() {
                         format!("linear({noise:?}, intercept={intercept}, f32={as_f32}) batch {s}");
                     check_model(&model, &theta, batch, &label);
                 }
+            }
+        }
+    }
+}
+
+/// The ordered two-component mixture (posteriordb's priors, and flat/Cauchy/exponential/
+/// Beta(2, 3) ones) on the unconstrained scale, at points with well separated and with
+/// overlapping components.
+#[test]
+fn normal_mixture_gradients_match_finite_differences() {
+    let y: Vec<f64> = normals(77, 0, 40)
+        .iter()
+        .enumerate()
+        .map(|(i, z)| {
+            if i % 3 == 0 {
+                -1.5 + 0.7 * z
+            } else {
+                2.0 + 1.2 * z
+            }
+        })
+        .collect();
+    let other = NormalMixturePriors {
+        mu: ParameterPrior::Cauchy {
+            location: 1.0,
+            scale: 2.0,
+        },
+        sigma: ParameterPrior::Exponential { rate: 0.5 },
+        weight: ParameterPrior::Beta {
+            alpha: 2.0,
+            beta: 3.0,
+        },
+    };
+    for priors in [NormalMixturePriors::default(), other] {
+        let model = NormalMixture::new(y.clone(), priors).unwrap();
+        assert!(model.is_constrained());
+        for (s, batch) in batches(40).iter().enumerate() {
+            for rep in 0..3 {
+                let theta = random_theta(300 + rep, 5, 0.8);
+                check_model(&model, &theta, batch, &format!("mixture batch {s}"));
             }
         }
     }

@@ -13,7 +13,7 @@ content of ``summary.json``: per-parameter table, default-path choices, bias che
 
 from __future__ import annotations
 
-from . import models
+from . import models, priors
 from ._sgmcmc import SgmcmcError, __version__
 from .coreset import coreset
 from .distributed import Executor, ProcessExecutor, RayExecutor
@@ -56,6 +56,7 @@ __all__ = [
     "__version__",
     "load",
     "models",
+    "priors",
     "run_summary",
     "sample",
     "tune",

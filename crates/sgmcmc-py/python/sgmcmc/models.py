@@ -128,8 +128,12 @@ def Linear(
     noise_variance: float | str | None = None,
     log_noise_prior_variance: float | None = None,
     feature_names: list[str] | None = None,
+    priors: dict[str, dict[str, Any]] | None = None,
 ) -> BuiltinModel:
-    """Linear regression with Gaussian noise: a known ``noise_variance`` or ``"learn"``."""
+    """Linear regression with Gaussian noise: a known ``noise_variance``, ``"learn"`` (log σ²
+    with a normal prior), or a prior per parameter group in ``priors`` (``"coefficients"``,
+    ``"intercept"``, ``"sigma"``; see :mod:`sgmcmc.priors`): with ``"sigma"`` the noise sd σ
+    is learned under that prior and reported as ``sigma``."""
     return BuiltinModel(
         "linear",
         X,
@@ -139,9 +143,22 @@ def Linear(
             "intercept": intercept,
             "noise_variance": noise_variance,
             "log_noise_prior_variance": log_noise_prior_variance,
+            "priors": priors,
         },
         feature_names,
     )
+
+
+def NormalMixture(
+    y: ArrayOrPath,
+    priors: dict[str, dict[str, Any]] | None = None,
+) -> BuiltinModel:
+    """A two-component normal mixture of scalar data ``y`` with ordered means (posteriordb's
+    ``low_dim_gauss_mix``), reported as ``mu[1] < mu[2]``, ``sigma[1]``, ``sigma[2]`` and the
+    first component's weight ``theta``. ``priors`` may give ``"mu"``, ``"sigma"`` and
+    ``"weight"`` (all three; default N(0, 2²), half-normal(2), Beta(5, 5))."""
+    X: ArrayOrPath = y if _is_path(y) else np.asarray(y, dtype=np.float64).reshape(-1, 1)
+    return BuiltinModel("normal_mixture", X, None, {"priors": priors})
 
 
 def Poisson(

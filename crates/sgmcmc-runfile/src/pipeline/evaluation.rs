@@ -102,6 +102,7 @@ pub fn has_predictive(cfg: &ModelConfig) -> bool {
         ModelConfig::Gaussian { .. }
             | ModelConfig::BradleyTerry { .. }
             | ModelConfig::SparseRegression { .. }
+            | ModelConfig::NormalMixture { .. }
             | ModelConfig::External {}
     )
 }
@@ -191,6 +192,7 @@ fn model_kind(model: &ModelConfig) -> &'static str {
         ModelConfig::SparseRegression { .. } => "sparse_regression",
         ModelConfig::Pmf { .. } => "pmf",
         ModelConfig::Bnn { .. } => "bnn",
+        ModelConfig::NormalMixture { .. } => "normal_mixture",
         ModelConfig::External {} => "external",
     }
 }

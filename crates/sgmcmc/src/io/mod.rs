@@ -18,8 +18,8 @@ pub use run_dir::{
     CHECKPOINTS, CheckpointDirectory, ExistingRun, RUN_OUTPUTS, RunDirError, RunDirectory,
     chain_lock_file,
 };
-pub use sink::{ChainWriter, DrawSink, MemorySink, SinkError, Tee, TimingSink};
-pub use summary::{ParameterRow, format_table, summarize_parameters};
+pub use sink::{ChainWriter, Constrained, DrawSink, MemorySink, SinkError, Tee, TimingSink};
+pub use summary::{ParameterRow, format_table, summarize_model_draws, summarize_parameters};
 #[cfg(feature = "zarr")]
 pub use zarr::{ALL_CHAINS, ZarrSink, read_draw_statistics};
 #[cfg(feature = "zarr")]

@@ -1,5 +1,6 @@
 //! Destinations for a run's draws: the [`DrawSink`] / [`ChainWriter`] traits, the in-memory
-//! [`MemorySink`], [`Tee`], and [`TimingSink`] (when each draw was produced).
+//! [`MemorySink`], [`Tee`], [`Constrained`] (draws mapped to a model's constrained scale) and
+//! [`TimingSink`] (when each draw was produced).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -245,6 +246,59 @@ impl ChainWriter for TeeWriter<'_> {
         let a = self.first.finish()?;
         self.second.finish()?;
         Ok(a)
+    }
+}
+
+/// Sends every draw to `inner` on the model's constrained scale ([`crate::model::Model::constrain`]):
+/// a store of σ rather than log σ. Each writer maps into one buffer of its own (no allocation
+/// per draw).
+pub struct Constrained<'a> {
+    model: &'a dyn crate::model::Model,
+    inner: &'a dyn DrawSink,
+}
+
+impl<'a> Constrained<'a> {
+    /// Draws of `model`'s unconstrained θ go to `inner` as `model.constrain(θ)`.
+    pub fn new(model: &'a dyn crate::model::Model, inner: &'a dyn DrawSink) -> Self {
+        Self { model, inner }
+    }
+}
+
+struct ConstrainedWriter<'s> {
+    model: &'s dyn crate::model::Model,
+    inner: Box<dyn ChainWriter + 's>,
+    buffer: Vec<f64>,
+}
+
+impl DrawSink for Constrained<'_> {
+    fn chain_writer(&self, chain: usize) -> Result<Box<dyn ChainWriter + '_>, SinkError> {
+        Ok(Box::new(ConstrainedWriter {
+            model: self.model,
+            inner: self.inner.chain_writer(chain)?,
+            buffer: vec![0.0; self.model.dim()],
+        }))
+    }
+}
+
+impl ChainWriter for ConstrainedWriter<'_> {
+    fn push(&mut self, draw: &[f64]) -> Result<(), SinkError> {
+        if draw.len() != self.buffer.len() {
+            return Err(SinkError::WrongDimension {
+                expected: self.buffer.len(),
+                got: draw.len(),
+            });
+        }
+        self.model.constrain(draw, &mut self.buffer);
+        self.inner.push(&self.buffer)
+    }
+    fn pending(&self) -> usize {
+        self.inner.pending()
+    }
+    fn flush(&mut self) -> Result<(), SinkError> {
+        self.inner.flush()
+    }
+    fn finish(self: Box<Self>) -> Result<usize, SinkError> {
+        self.inner.finish()
     }
 }
 

@@ -15,6 +15,24 @@ pub struct ParameterRow {
     pub stats: ParameterSummary,
 }
 
+/// Summarise draws of `model`'s θ (`chains[c]` row-major) on its constrained scale, the scale
+/// its parameter names refer to (σ, not log σ: [`crate::model::Model::constrain`]).
+pub fn summarize_model_draws(
+    model: &(impl crate::model::Model + ?Sized),
+    chains: &[&[f64]],
+) -> Vec<ParameterRow> {
+    let names = model.parameter_names();
+    if !model.is_constrained() {
+        return summarize_parameters(&names, chains);
+    }
+    let mapped: Vec<Vec<f64>> = chains
+        .iter()
+        .map(|c| crate::model::constraint::constrain_draws(model, c))
+        .collect();
+    let views: Vec<&[f64]> = mapped.iter().map(Vec::as_slice).collect();
+    summarize_parameters(&names, &views)
+}
+
 /// Summarise draws: `chains[c]` is chain c's draws, flat row-major (`draws × dim`). Chains are
 /// truncated to the shortest one so split R-hat and ESS see equal lengths.
 pub fn summarize_parameters(names: &[String], chains: &[&[f64]]) -> Vec<ParameterRow> {

@@ -101,6 +101,20 @@ impl Constraint {
     }
 }
 
+/// Draws (row-major, `draws × D`) of `model`'s unconstrained θ mapped to its constrained scale
+/// ([`super::Model::constrain`]): what draws, summaries and reference moments report.
+pub fn constrain_draws(model: &(impl super::Model + ?Sized), draws: &[f64]) -> Vec<f64> {
+    if !model.is_constrained() {
+        return draws.to_vec();
+    }
+    let d = model.dim();
+    let mut out = vec![0.0; draws.len()];
+    for (u, x) in draws.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        model.constrain(u, x);
+    }
+    out
+}
+
 /// An ordered vector x₁ < x₂ < … from u ∈ ℝᴷ: x₁ = u₁, xₖ = xₖ₋₁ + exp(uₖ).
 pub fn ordered_to_constrained(u: &[f64], x: &mut [f64]) {
     let mut last = 0.0;

@@ -80,7 +80,25 @@ pub trait Family: Send + Sync + 'static {
     /// `grad += ∇ log prior(extra)`.
     fn add_grad_log_prior_extra(&self, _extra: &[f64], _grad: &mut [f64]) {}
 
-    /// Draw the extra parameters from their prior.
+    /// Whether some extra parameters are sampled on an unconstrained scale
+    /// ([`Family::constrain_extra`] is not the identity).
+    fn extras_constrained(&self) -> bool {
+        false
+    }
+
+    /// The extra parameters on their constrained scale (`model::constraint`); a copy by
+    /// default.
+    fn constrain_extra(&self, extra: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(extra);
+    }
+
+    /// The inverse of [`Family::constrain_extra`]; an error names a value out of range.
+    fn unconstrain_extra(&self, extra: &[f64], out: &mut [f64]) -> Result<(), ModelError> {
+        out.copy_from_slice(extra);
+        Ok(())
+    }
+
+    /// Draw the extra parameters from their prior (on the unconstrained scale).
     fn sample_prior_extra(&self, _rng: &mut ChainRng, _out: &mut [f64]) -> Result<(), ModelError> {
         Ok(())
     }
@@ -91,6 +109,8 @@ pub struct Glm<F: Family> {
     features: Features,
     targets: Vec<F::Target>,
     prior: CoefficientPrior,
+    /// The intercept's own prior (None: `prior`, as for the coefficients).
+    intercept_prior: Option<CoefficientPrior>,
     intercept: bool,
     family: F,
     names: Vec<String>,
@@ -142,10 +162,35 @@ impl<F: Family> Glm<F> {
             features: data.features,
             targets,
             prior,
+            intercept_prior: None,
             intercept,
             family,
             names,
         })
+    }
+
+    /// The model with its own prior on the intercept (the coefficients keep theirs); an error
+    /// without an intercept.
+    pub fn with_intercept_prior(
+        mut self,
+        prior: impl Into<CoefficientPrior>,
+    ) -> Result<Self, ModelError> {
+        if !self.intercept {
+            return Err(ModelError::Setting(
+                "an intercept prior needs a model with an intercept".into(),
+            ));
+        }
+        self.intercept_prior = Some(prior.into());
+        Ok(self)
+    }
+
+    /// The coefficients' (and, with [`Self::with_intercept_prior`], the intercept's) part of
+    /// θ: how many leading parameters `prior` covers, and the intercept's prior if it has one.
+    fn prior_split(&self) -> (usize, Option<&CoefficientPrior>) {
+        match (&self.intercept_prior, self.intercept) {
+            (Some(p), true) => (self.features.cols(), Some(p)),
+            _ => (self.features.cols() + usize::from(self.intercept), None),
+        }
     }
 
     /// Number of feature columns d.
@@ -766,11 +811,33 @@ impl<F: Family> Model for Glm<F> {
         }
     }
 
+    fn is_constrained(&self) -> bool {
+        self.family.extras_constrained()
+    }
+
+    fn constrain(&self, theta: &[f64], out: &mut [f64]) {
+        let k = self.family.extra_names().len();
+        let split = theta.len() - k;
+        out[..split].copy_from_slice(&theta[..split]);
+        self.family
+            .constrain_extra(&theta[split..], &mut out[split..]);
+    }
+
+    fn unconstrain(&self, x: &[f64], out: &mut [f64]) -> Result<(), ModelError> {
+        let split = x.len() - self.family.extra_names().len();
+        out[..split].copy_from_slice(&x[..split]);
+        self.family
+            .unconstrain_extra(&x[split..], &mut out[split..])
+    }
+
     fn log_prior(&self, theta: &[f64]) -> f64 {
         debug_check_dim(self, theta);
         let k = self.family.extra_names().len();
         let (coef, extra) = theta.split_at(theta.len() - k);
-        self.prior.log_density(coef) + self.family.log_prior_extra(extra)
+        let (n, intercept_prior) = self.prior_split();
+        self.prior.log_density(&coef[..n])
+            + intercept_prior.map_or(0.0, |p| p.log_density(&coef[n..]))
+            + self.family.log_prior_extra(extra)
     }
 
     fn add_grad_log_prior(&self, theta: &[f64], grad: &mut [f64]) {
@@ -778,7 +845,11 @@ impl<F: Family> Model for Glm<F> {
         let split = theta.len() - k;
         let (coef, extra) = theta.split_at(split);
         let (gc, ge) = grad.split_at_mut(split);
-        self.prior.add_grad(coef, gc);
+        let (n, intercept_prior) = self.prior_split();
+        self.prior.add_grad(&coef[..n], &mut gc[..n]);
+        if let Some(p) = intercept_prior {
+            p.add_grad(&coef[n..], &mut gc[n..]);
+        }
         self.family.add_grad_log_prior_extra(extra, ge);
     }
 
@@ -877,7 +948,11 @@ impl<F: Family> Model for Glm<F> {
         let k = self.family.extra_names().len();
         let split = out.len() - k;
         let (coef, extra) = out.split_at_mut(split);
-        self.prior.sample(rng, coef)?;
+        let (n, intercept_prior) = self.prior_split();
+        self.prior.sample(rng, &mut coef[..n])?;
+        if let Some(p) = intercept_prior {
+            p.sample(rng, &mut coef[n..])?;
+        }
         self.family.sample_prior_extra(rng, extra)
     }
 }

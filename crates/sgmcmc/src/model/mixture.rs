@@ -151,43 +151,7 @@ impl GaussianMixtureModel {
     /// one column, has no rows or holds a NaN/±∞, and on invalid settings.
     pub fn with_settings(data: Features, settings: MixtureSettings) -> Result<Self, ModelError> {
         settings.validate()?;
-        if data.cols() != 1 {
-            return Err(ModelError::Setting(format!(
-                "the Gaussian mixture takes one value per datum (an N x 1 matrix), got {} columns",
-                data.cols()
-            )));
-        }
-        fn to_f64<T: Element>(m: &Matrix<T>) -> Vec<f64> {
-            m.as_slice().iter().map(|v| v.to_f64()).collect()
-        }
-        let x = match &data {
-            Features::F64(m) => to_f64(m),
-            Features::F32(m) => to_f64(m),
-            Features::Sparse(m) => to_f64(&m.to_dense()),
-        };
-        if x.is_empty() {
-            return Err(DataError::Empty {
-                source_name: "Gaussian mixture data".to_string(),
-                what: "rows",
-            }
-            .into());
-        }
-        if let Some(row) = x.iter().position(|v| !v.is_finite()) {
-            let v = x[row];
-            return Err(DataError::NonFinite {
-                source_name: "Gaussian mixture data".to_string(),
-                row: row + 1,
-                column: None,
-                kind: if v.is_nan() {
-                    "NaN"
-                } else if v > 0.0 {
-                    "inf"
-                } else {
-                    "-inf"
-                },
-            }
-            .into());
-        }
+        let x = one_column_values(&data, "the Gaussian mixture")?;
         let prior_precision = settings.prior_variances.map(|v| 1.0 / v);
         let inv_var = 1.0 / settings.noise_variance;
         let log_norm = -std::f64::consts::LN_2
@@ -238,6 +202,54 @@ impl GaussianMixtureModel {
             f(k, self.x[i as usize]);
         }
     }
+}
+
+/// An error naming the first NaN or ±∞ of the scalar observations `x` (1-based row).
+pub(super) fn check_finite(x: &[f64], source_name: &str) -> Result<(), DataError> {
+    match x.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(row) => Err(DataError::NonFinite {
+            source_name: source_name.to_string(),
+            row: row + 1,
+            column: None,
+            kind: if x[row].is_nan() {
+                "NaN"
+            } else if x[row] > 0.0 {
+                "inf"
+            } else {
+                "-inf"
+            },
+        }),
+    }
+}
+
+/// The values of an N × 1 data set, for the models of scalar observations (`what` names the
+/// model in errors): an error for another width, no rows, or a NaN/±∞ (row named).
+pub(super) fn one_column_values(data: &Features, what: &str) -> Result<Vec<f64>, ModelError> {
+    if data.cols() != 1 {
+        return Err(ModelError::Setting(format!(
+            "{what} takes one value per datum (an N x 1 matrix), got {} columns",
+            data.cols()
+        )));
+    }
+    fn to_f64<T: Element>(m: &Matrix<T>) -> Vec<f64> {
+        m.as_slice().iter().map(|v| v.to_f64()).collect()
+    }
+    let x = match data {
+        Features::F64(m) => to_f64(m),
+        Features::F32(m) => to_f64(m),
+        Features::Sparse(m) => to_f64(&m.to_dense()),
+    };
+    let source_name = format!("{what} data");
+    if x.is_empty() {
+        return Err(DataError::Empty {
+            source_name,
+            what: "rows",
+        }
+        .into());
+    }
+    check_finite(&x, &source_name)?;
+    Ok(x)
 }
 
 impl Model for GaussianMixtureModel {

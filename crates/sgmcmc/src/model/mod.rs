@@ -16,6 +16,7 @@ mod linear;
 mod logistic;
 pub mod mixture;
 mod normal_gamma;
+mod normal_mixture;
 mod pmf;
 mod poisson;
 mod predictive;
@@ -33,6 +34,7 @@ pub use linear::{LinearRegression, NoiseModel, Normal};
 pub use logistic::{Bernoulli, LogisticRegression};
 pub use mixture::GaussianMixtureModel;
 pub use normal_gamma::{NormalGammaModel, NormalGammaPosterior};
+pub use normal_mixture::{NormalMixture, NormalMixturePriors};
 pub use pmf::{Pmf, PmfSettings};
 pub use poisson::{Poisson, PoissonLink, PoissonRegression};
 pub use predictive::{Predictive, PredictiveFamily, PredictiveTask};
@@ -111,6 +113,27 @@ pub trait Model: Send + Sync {
     /// Names of the D parameters, in order (used in summaries and output files).
     fn parameter_names(&self) -> Vec<String> {
         (0..self.dim()).map(|j| format!("theta[{j}]")).collect()
+    }
+
+    /// Whether some parameters are constrained (σ > 0, ordered means, a probability) and
+    /// sampled on an unconstrained scale, so that [`Model::constrain`] is not the identity.
+    fn is_constrained(&self) -> bool {
+        false
+    }
+
+    /// x = c(θ): the parameters on the scale the model states them (the scale of
+    /// [`Model::parameter_names`], of draws, summaries and reference moments) from the
+    /// unconstrained θ every other method takes (`model::constraint`). The identity by default.
+    fn constrain(&self, theta: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(theta);
+    }
+
+    /// θ = c⁻¹(x), the inverse of [`Model::constrain`] (an initial point or earlier draws given
+    /// on the constrained scale); an error names a value outside its parameter's range. A copy
+    /// by default.
+    fn unconstrain(&self, x: &[f64], out: &mut [f64]) -> Result<(), ModelError> {
+        out.copy_from_slice(x);
+        Ok(())
     }
 
     /// log p(θ), up to a constant.

@@ -5,7 +5,6 @@
 //! diverged.
 
 use super::{DataIndex, Model, ModelError, Scratch};
-use crate::data::DataError;
 use statrs::distribution::{ContinuousCDF, Gamma, StudentsT};
 
 /// Scalar observations under an unknown mean and precision.
@@ -22,21 +21,7 @@ impl NormalGammaModel {
                 "the Normal-Gamma model needs data".into(),
             ));
         }
-        if let Some(row) = x.iter().position(|v| !v.is_finite()) {
-            let v = x[row];
-            return Err(ModelError::Data(DataError::NonFinite {
-                source_name: "normal-gamma data".into(),
-                row: row + 1,
-                column: None,
-                kind: if v.is_nan() {
-                    "NaN"
-                } else if v > 0.0 {
-                    "inf"
-                } else {
-                    "-inf"
-                },
-            }));
-        }
+        super::mixture::check_finite(&x, "normal-gamma data")?;
         Ok(Self { x })
     }
 

@@ -107,6 +107,15 @@ pub enum CoefficientPrior {
     Normal(NormalPrior),
     /// θᵢ ~ Cauchy(0, s) i.i.d.
     Cauchy(CauchyPrior),
+    /// θᵢ ~ p i.i.d. for any [`ParameterPrior`] on the real line (normal with a location,
+    /// Student-t, Cauchy, flat).
+    Each(ParameterPrior),
+}
+
+impl From<ParameterPrior> for CoefficientPrior {
+    fn from(p: ParameterPrior) -> Self {
+        CoefficientPrior::Each(p)
+    }
 }
 
 impl From<NormalPrior> for CoefficientPrior {
@@ -128,6 +137,7 @@ impl CoefficientPrior {
         match self {
             CoefficientPrior::Normal(p) => p.log_density(theta),
             CoefficientPrior::Cauchy(p) => p.log_density(theta),
+            CoefficientPrior::Each(p) => theta.iter().map(|&t| p.log_density(t)).sum(),
         }
     }
 
@@ -137,6 +147,11 @@ impl CoefficientPrior {
         match self {
             CoefficientPrior::Normal(p) => p.add_grad(theta, grad),
             CoefficientPrior::Cauchy(p) => p.add_grad(theta, grad),
+            CoefficientPrior::Each(p) => {
+                for (g, &t) in grad.iter_mut().zip(theta) {
+                    *g += p.grad_log_density(t);
+                }
+            }
         }
     }
 
@@ -148,6 +163,10 @@ impl CoefficientPrior {
                 p.sample(rng, out);
                 Ok(())
             }
+            CoefficientPrior::Each(p) => out.iter_mut().try_for_each(|v| {
+                *v = p.sample(rng)?;
+                Ok(())
+            }),
         }
     }
 }
@@ -343,6 +362,46 @@ impl ParameterPrior {
                     - ln_gamma(beta)
             }
         }
+    }
+
+    /// One draw; an error for the flat (improper) priors.
+    pub fn sample(&self, rng: &mut ChainRng) -> Result<f64, super::ModelError> {
+        use rand::RngExt;
+        use rand_distr::{Beta, Cauchy, Exp, StandardNormal, StudentT};
+        let z: fn(&mut ChainRng) -> f64 = |rng| rng.sample(StandardNormal);
+        let invalid = |e: String| super::ModelError::Setting(format!("prior {}: {e}", self.name()));
+        Ok(match *self {
+            ParameterPrior::Normal { location, scale } => location + scale * z(rng),
+            ParameterPrior::StudentT {
+                df,
+                location,
+                scale,
+            } => {
+                let t = StudentT::new(df).map_err(|e| invalid(e.to_string()))?;
+                location + scale * rng.sample(t)
+            }
+            ParameterPrior::Cauchy { location, scale } => {
+                let c = Cauchy::new(location, scale).map_err(|e| invalid(e.to_string()))?;
+                rng.sample(c)
+            }
+            ParameterPrior::Flat | ParameterPrior::FlatPositive => {
+                return Err(super::ModelError::Setting(format!(
+                    "cannot draw from the improper prior `{}`; choose another init",
+                    self.name()
+                )));
+            }
+            ParameterPrior::HalfNormal { scale } => scale * z(rng).abs(),
+            ParameterPrior::HalfCauchy { scale } => {
+                let c = Cauchy::new(0.0, scale).map_err(|e| invalid(e.to_string()))?;
+                rng.sample(c).abs()
+            }
+            ParameterPrior::Exponential { rate } => {
+                rng.sample(Exp::new(rate).map_err(|e| invalid(e.to_string()))?)
+            }
+            ParameterPrior::Beta { alpha, beta } => {
+                rng.sample(Beta::new(alpha, beta).map_err(|e| invalid(e.to_string()))?)
+            }
+        })
     }
 
     /// d log p(x) / dx inside the support.

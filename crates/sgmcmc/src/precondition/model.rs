@@ -99,6 +99,15 @@ impl Model for PreconditionedModel<'_> {
         self.inner.parameter_names()
     }
 
+    fn is_constrained(&self) -> bool {
+        self.inner.is_constrained()
+    }
+
+    /// The inner model's constrained values at θ(φ).
+    fn constrain(&self, phi: &[f64], out: &mut [f64]) {
+        self.at_theta(phi, |theta| self.inner.constrain(theta, out));
+    }
+
     fn log_prior(&self, phi: &[f64]) -> f64 {
         self.at_theta(phi, |theta| self.inner.log_prior(theta))
     }

@@ -22,7 +22,7 @@ use crate::checkpoint::{StateError, StateReader, StateWriter};
 use crate::cpu::clear_upper_vector_state;
 use crate::estimator::FullDataEvaluator;
 use crate::io::SinkError;
-use crate::io::{ParameterRow, summarize_parameters};
+use crate::io::{ParameterRow, summarize_model_draws};
 use crate::model::Model;
 use crate::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::optim::{MapError, MapResult, find_map};
@@ -550,7 +550,9 @@ pub fn run_nuts_resumable(
 
     let names = model.parameter_names();
     let slices: Vec<&[f64]> = draws.iter().map(Vec::as_slice).collect();
-    let parameters = summarize_parameters(&names, &slices);
+    // The summary on the constrained scale the names refer to (σ, not log σ); the moments
+    // below stay on θ's scale, where the samplers' draws are compared with them.
+    let parameters = summarize_model_draws(model, &slices);
     let (mean, sd, covariance) = pooled_moments(&slices, d, d <= COVARIANCE_MAX_DIM);
     let divergences: usize = chains.iter().map(|c| c.divergences).sum();
     let moments = ReferenceMoments {
