@@ -218,6 +218,10 @@ pub enum Experiment {
         /// Seed of every posterior's run.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Instead of sampling, write each posterior's prepared data and run file (data.csv,
+        /// run.toml: its model, priors and constraints, the default path) into EXPORT/NAME/.
+        #[arg(long)]
+        export: Option<PathBuf>,
     },
     /// Minibatch MH paper §5.2: logistic regression on MNIST 1s vs 7s (flat prior, random walk); the minibatch Barker test, Austerity and the exact test: test accuracy / log-likelihood against data points processed, and the Barker test's sensitivity to the minibatch size.
     MhMnist {
@@ -709,6 +713,7 @@ pub fn run(which: Experiment) -> Result<()> {
             warmup,
             draws,
             seed,
+            export,
         } => {
             use sgmcmc_experiments::posteriordb;
             let names = if only.is_empty() {
@@ -717,6 +722,18 @@ pub fn run(which: Experiment) -> Result<()> {
                 only
             };
             anyhow::ensure!(!names.is_empty(), "no posteriors in {}", dir.display());
+            if let Some(export) = export {
+                for name in &names {
+                    let posterior = posteriordb::load(&dir, name)?;
+                    let to = export.join(name);
+                    posterior
+                        .prepared
+                        .export(&to, name, &posterior.model_name)
+                        .with_context(|| format!("cannot write {}", to.display()))?;
+                    outln!("{}", to.join("run.toml").display());
+                }
+                return Ok(());
+            }
             let settings = sgmcmc::reference::NutsSettings {
                 chains,
                 warmup,
@@ -726,7 +743,7 @@ pub fn run(which: Experiment) -> Result<()> {
                 ..Default::default()
             };
             let report = posteriordb::nuts_report(&dir, &names, &settings, |row| {
-                println!(
+                outln!(
                     "{:<45} max |z| {:5.2}  max sd error {:5.1} %  {}",
                     row.posterior,
                     row.comparison.max_abs_z(),
@@ -744,7 +761,7 @@ pub fn run(which: Experiment) -> Result<()> {
             std::fs::write(out.join("report.json"), json)?;
             std::fs::write(out.join("table.md"), report.markdown())?;
             let failed = report.rows.iter().filter(|r| !r.passes()).count();
-            println!(
+            outln!(
                 "{} of {} posteriors within tolerance (means within {} MCSE, sds within {} %); {}",
                 report.rows.len() - failed,
                 report.rows.len(),

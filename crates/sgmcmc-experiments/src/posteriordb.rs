@@ -76,6 +76,8 @@ pub struct Posterior {
     pub model_name: String,
     /// The model, its parameters named as in the reference draws.
     pub model: Box<dyn Model>,
+    /// Its data and priors, as the model was built from them.
+    pub prepared: Prepared,
     /// The reference draws on the constrained scale, per chain, row-major in the model's
     /// parameter order.
     pub reference: Vec<Vec<f64>>,
@@ -201,7 +203,7 @@ impl Data<'_> {
 
 /// A regression's design: the columns (each of length N, the first usually all ones: Stan's
 /// `beta[1]`), the response, the parameter name of each column.
-struct Design {
+pub struct Design {
     columns: Vec<Vec<f64>>,
     y: Vec<f64>,
     names: Vec<String>,
@@ -215,28 +217,138 @@ impl Design {
     }
 
     /// The linear regression y ~ N(Xβ, σ²) with `coefficients` on each β and `sigma` on σ.
-    fn model(
-        self,
+    fn with_priors(self, coefficients: ParameterPrior, sigma: ParameterPrior) -> Prepared {
+        Prepared::Regression {
+            design: self,
+            coefficients,
+            sigma,
+        }
+    }
+}
+
+/// A posterior's data prepared as its Stan model does, with the model's priors: what builds
+/// the model and what [`Prepared::export`] writes as a run file and its data.
+pub enum Prepared {
+    /// y ~ N(Xβ, σ²).
+    Regression {
+        /// The design, the response and the coefficients' names.
+        design: Design,
+        /// The prior of each coefficient.
         coefficients: ParameterPrior,
+        /// The prior of σ.
         sigma: ParameterPrior,
-    ) -> Result<Box<dyn Model>, ModelError> {
-        let (n, d) = (self.y.len(), self.columns.len());
-        let mut x = vec![0.0; n * d];
-        for (j, column) in self.columns.iter().enumerate() {
-            for (i, v) in column.iter().enumerate() {
-                x[i * d + j] = *v;
+    },
+    /// The ordered two-component normal mixture of scalar data.
+    Mixture {
+        /// The observations.
+        y: Vec<f64>,
+        /// Its priors.
+        priors: NormalMixturePriors,
+    },
+}
+
+impl Prepared {
+    /// The model.
+    pub fn model(&self) -> Result<Box<dyn Model>, ModelError> {
+        match self {
+            Prepared::Regression {
+                design,
+                coefficients,
+                sigma,
+            } => {
+                let (n, d) = (design.y.len(), design.columns.len());
+                let mut x = vec![0.0; n * d];
+                for (j, column) in design.columns.iter().enumerate() {
+                    for (i, v) in column.iter().enumerate() {
+                        x[i * d + j] = *v;
+                    }
+                }
+                let data = Dataset {
+                    features: Features::F64(Matrix::from_vec(x, n, d)?),
+                    targets: Some(design.y.clone()),
+                    feature_names: design.names.clone(),
+                    features_source: "posteriordb data".into(),
+                    targets_source: None,
+                };
+                let family = Normal::new(NoiseModel::Sigma { prior: *sigma })?;
+                Ok(Box::new(Glm::new(data, family, *coefficients, false)?))
+            }
+            Prepared::Mixture { y, priors } => {
+                Ok(Box::new(NormalMixture::new(y.clone(), *priors)?))
             }
         }
-        let data = Dataset {
-            features: Features::F64(Matrix::from_vec(x, n, d)?),
-            targets: Some(self.y),
-            feature_names: self.names,
-            features_source: "posteriordb data".into(),
-            targets_source: None,
-        };
-        let family = Normal::new(NoiseModel::Sigma { prior: sigma })?;
-        Ok(Box::new(Glm::new(data, family, coefficients, false)?))
     }
+
+    /// Write the prepared data (`data.csv`, a header of the parameters' columns and `y`) and a
+    /// run file for it (`run.toml`: the model and its priors; no `[sampler]`, so the default
+    /// path) into `dir`: the posterior as a plain run a user can copy.
+    pub fn export(&self, dir: &Path, name: &str, stan_model: &str) -> std::io::Result<()> {
+        use std::fmt::Write;
+        std::fs::create_dir_all(dir)?;
+        let mut csv = String::new();
+        let mut toml = format!(
+            "# posteriordb's `{name}` (Stan model `{stan_model}`): its data prepared as the Stan code\n\
+             # does (written by `sgmcmc experiment posteriordb DIR --export OUT`), its priors and\n\
+             # constraints. Without a [sampler] table the run takes the default path.\n\n\
+             [data]\ntable = \"data.csv\"\n"
+        );
+        match self {
+            Prepared::Regression {
+                design,
+                coefficients,
+                sigma,
+            } => {
+                let _ = writeln!(csv, "{},y", design.names.join(","));
+                for i in 0..design.y.len() {
+                    for column in &design.columns {
+                        let _ = write!(csv, "{},", column[i]);
+                    }
+                    let _ = writeln!(csv, "{}", design.y[i]);
+                }
+                let _ = write!(
+                    toml,
+                    "target = \"y\"\n\n[model]\nkind = \"linear\"\n\
+                     # The Stan model's beta[1] (or alpha) is the column of ones.\n\
+                     intercept = false\n\n[model.priors]\ncoefficients = {}\nsigma = {}\n",
+                    inline_table(coefficients),
+                    inline_table(sigma)
+                );
+            }
+            Prepared::Mixture { y, priors } => {
+                csv.push_str("y\n");
+                for v in y {
+                    let _ = writeln!(csv, "{v}");
+                }
+                let _ = write!(
+                    toml,
+                    "\n[model]\nkind = \"normal_mixture\"\n\n[model.priors]\nmu = {}\nsigma = {}\nweight = {}\n",
+                    inline_table(&priors.mu),
+                    inline_table(&priors.sigma),
+                    inline_table(&priors.weight)
+                );
+            }
+        }
+        toml.push_str("\n[run]\nseed = 1\nchains = 4\n");
+        std::fs::write(dir.join("data.csv"), csv)?;
+        std::fs::write(dir.join("run.toml"), toml)
+    }
+}
+
+/// A prior as an inline TOML table, e.g. `{ kind = "normal", location = 0.0, scale = 10.0 }`.
+fn inline_table(prior: &ParameterPrior) -> String {
+    let value = serde_json::to_value(prior).unwrap_or_default();
+    let fields: Vec<String> = value
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| match v {
+                    Value::Number(n) => format!("{k} = {:?}", n.as_f64().unwrap_or(f64::NAN)),
+                    other => format!("{k} = {other}"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{{ {} }}", fields.join(", "))
 }
 
 fn ones(n: usize) -> Vec<f64> {
@@ -262,7 +374,7 @@ fn standardised(v: &[f64]) -> Vec<f64> {
 /// The model of Stan model `model` on `data`, as the Stan code in posteriordb's `models/`
 /// states it (a parameter without a prior statement has a flat prior on its constrained
 /// scale; `real<lower=0> sigma` with `sigma ~ cauchy(0, s)` is a half-Cauchy).
-fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, PosteriordbError> {
+fn build(model: &str, data: &Data<'_>) -> Result<Option<Prepared>, PosteriordbError> {
     let flat = ParameterPrior::Flat;
     let flat_positive = ParameterPrior::FlatPositive;
     let half_cauchy = ParameterPrior::HalfCauchy { scale: 2.5 };
@@ -270,11 +382,12 @@ fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, Posteri
         location: 0.0,
         scale: 10.0,
     };
-    let earnings =
-        |y: Vec<f64>, columns: Vec<Vec<f64>>| Design::betas(columns, y).model(flat, flat_positive);
+    let earnings = |y: Vec<f64>, columns: Vec<Vec<f64>>| {
+        Design::betas(columns, y).with_priors(flat, flat_positive)
+    };
     let kidiq = |columns: Vec<Vec<f64>>| -> Result<_, PosteriordbError> {
         let y = data.vector("kid_score")?;
-        Ok(Design::betas(columns, y).model(flat, half_cauchy))
+        Ok(Design::betas(columns, y).with_priors(flat, half_cauchy))
     };
     let built = match model {
         "earn_height"
@@ -360,7 +473,7 @@ fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, Posteri
             } else {
                 log(&weight)
             };
-            Design::betas(columns, y).model(flat, flat_positive)
+            Design::betas(columns, y).with_priors(flat, flat_positive)
         }
         "nes" => {
             let age = data.vector("age_discrete")?;
@@ -376,7 +489,7 @@ fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, Posteri
                 data.vector("gender")?,
                 data.vector("income")?,
             ];
-            Design::betas(columns, data.vector("partyid7")?).model(flat, flat_positive)
+            Design::betas(columns, data.vector("partyid7")?).with_priors(flat, flat_positive)
         }
         "blr" => {
             let rows = data.rows("X")?;
@@ -386,7 +499,7 @@ fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, Posteri
                 .collect();
             // sigma ~ normal(0, 10) on sigma > 0: a half-normal up to its constant.
             let sigma = ParameterPrior::HalfNormal { scale: 10.0 };
-            Design::betas(columns, data.vector("y")?).model(normal10, sigma)
+            Design::betas(columns, data.vector("y")?).with_priors(normal10, sigma)
         }
         "arK" => {
             let k = data.scalar("K")? as usize;
@@ -406,18 +519,15 @@ fn build(model: &str, data: &Data<'_>) -> Result<Option<Box<dyn Model>>, Posteri
                 y: rows.map(|t| y[t]).collect(),
                 names,
             };
-            design.model(normal10, half_cauchy)
+            design.with_priors(normal10, half_cauchy)
         }
-        "low_dim_gauss_mix" => {
-            NormalMixture::new(data.vector("y")?, NormalMixturePriors::default())
-                .map(|m| Box::new(m) as Box<dyn Model>)
-        }
+        "low_dim_gauss_mix" => Prepared::Mixture {
+            y: data.vector("y")?,
+            priors: NormalMixturePriors::default(),
+        },
         _ => return Ok(None),
     };
-    built.map(Some).map_err(|source| PosteriordbError::Model {
-        posterior: model.to_string(),
-        source,
-    })
+    Ok(Some(built))
 }
 
 /// Posterior `name` of the posteriordb folder `dir`: its model built from its data, and its
@@ -441,9 +551,13 @@ pub fn load(dir: &Path, name: &str) -> Result<Posterior, PosteriordbError> {
         json: &json,
         path: &data_path,
     };
-    let model = build(&model_name, &data)?.ok_or_else(|| PosteriordbError::UnknownModel {
+    let prepared = build(&model_name, &data)?.ok_or_else(|| PosteriordbError::UnknownModel {
         posterior: name.to_string(),
         model: model_name.clone(),
+    })?;
+    let model = prepared.model().map_err(|source| PosteriordbError::Model {
+        posterior: name.to_string(),
+        source,
     })?;
     let draws_path = dir.join("reference_draws").join(format!("{name}.json.zip"));
     let reference = reference_chains(&read_zipped_json(&draws_path)?, &model.parameter_names())
@@ -455,6 +569,7 @@ pub fn load(dir: &Path, name: &str) -> Result<Posterior, PosteriordbError> {
         name: name.to_string(),
         model_name,
         model,
+        prepared,
         reference,
     })
 }
