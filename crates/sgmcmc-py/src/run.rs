@@ -705,7 +705,7 @@ fn execute(
         .collect();
     Ok(Output::Draws {
         // On the constrained scale (σ, not log σ), as the store and the summary.
-        draws: draws.iter().map(|c| constrain_draws(model, c)).collect(),
+        draws: constrained_chains(model, draws),
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
@@ -825,6 +825,14 @@ fn coreset(
     })
 }
 
+/// Chains of θ on `model`'s constrained scale (moved unchanged when it has no constraints).
+fn constrained_chains(model: &dyn sgmcmc::model::Model, chains: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+    if !model.is_constrained() {
+        return chains;
+    }
+    chains.iter().map(|c| constrain_draws(model, c)).collect()
+}
+
 /// NUTS (nuts-rs) on the full-data posterior: the draws, and the summary with each chain's
 /// step size, divergences and gradient evaluations.
 fn reference(
@@ -857,11 +865,7 @@ fn reference(
         "interrupted": result.interrupted,
     });
     Ok(Output::Draws {
-        draws: result
-            .draws
-            .iter()
-            .map(|c| constrain_draws(model, c))
-            .collect(),
+        draws: constrained_chains(model, result.draws),
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),

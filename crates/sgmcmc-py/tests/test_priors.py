@@ -6,12 +6,30 @@ InferenceData and in the summary alike, and in a store read back with ``load``."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import sgmcmc
 from sgmcmc import models, priors
+
+
+def _full_batch_sgld(model: models.BuiltinModel, step_size: float, **kwargs: Any) -> Any:
+    """Two chains of full-batch SGLD from the MAP, 4,000 iterations after 1,000 burn-in."""
+    return sgmcmc.sample(
+        model,
+        sgmcmc.SGLD(step_size=step_size),
+        sgmcmc.FullBatch(),
+        chains=2,
+        iterations=4000,
+        burn_in=1000,
+        init="map",
+        bias_check=False,
+        progress=False,
+        quiet=True,
+        **kwargs,
+    )
 
 
 def test_linear_regression_reports_sigma(tmp_path: Path) -> None:
@@ -28,19 +46,7 @@ def test_linear_regression_reports_sigma(tmp_path: Path) -> None:
             "sigma": priors.half_cauchy(2.5),
         },
     )
-    idata = sgmcmc.sample(
-        model,
-        sgmcmc.SGLD(step_size=2e-6),
-        sgmcmc.FullBatch(),
-        chains=2,
-        iterations=4000,
-        burn_in=1000,
-        init="map",
-        bias_check=False,
-        out=tmp_path / "out",
-        progress=False,
-        quiet=True,
-    )
+    idata = _full_batch_sgld(model, 2e-6, out=tmp_path / "out")
     theta = idata.posterior["theta"]
     assert list(theta["theta_dim_0"].values) == ["beta[0]", "intercept", "sigma"]
     sigma = theta.sel(theta_dim_0="sigma").values
@@ -56,18 +62,7 @@ def test_normal_mixture_reports_ordered_means() -> None:
     rng = np.random.default_rng(8)
     first = rng.random(1000) < 0.3
     y = np.where(first, -1.0 + 0.5 * rng.standard_normal(1000), 2.0 + rng.standard_normal(1000))
-    idata = sgmcmc.sample(
-        models.NormalMixture(y),
-        sgmcmc.SGLD(step_size=2e-5),
-        sgmcmc.FullBatch(),
-        chains=2,
-        iterations=4000,
-        burn_in=1000,
-        init="map",
-        bias_check=False,
-        progress=False,
-        quiet=True,
-    )
+    idata = _full_batch_sgld(models.NormalMixture(y), 2e-5)
     theta = idata.posterior["theta"]
     names = list(theta["theta_dim_0"].values)
     assert names == ["mu[1]", "mu[2]", "sigma[1]", "sigma[2]", "theta"]

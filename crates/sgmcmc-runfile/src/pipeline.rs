@@ -18,7 +18,7 @@ use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
     Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
     NoiseModel, Normal, NormalMixture, NormalPrior, ParameterPrior, Pmf, PmfSettings, Poisson,
-    Predictive, SparseRegression, SparseRegressionSettings, Support,
+    Predictive, SparseRegression, SparseRegressionSettings,
 };
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
@@ -303,20 +303,16 @@ fn load_targets_file(path: &Path, column: Option<&str>) -> Result<Vec<f64>, Pipe
     }
 }
 
-/// A prior on a regression's coefficients or intercept: one on the real line, checked.
+/// A prior on a regression's coefficients or intercept, checked, its errors naming the group.
 fn coefficient_prior(
     prior: ParameterPrior,
     group: &str,
 ) -> Result<CoefficientPrior, PipelineError> {
-    prior.validate()?;
-    if prior.support() != Support::Real {
-        return Err(PipelineError::RunFile(format!(
-            "[model] `priors.{group}`: the prior `{}` is not on the real line; use normal, \
-             student_t, cauchy or flat",
-            prior.name()
-        )));
-    }
-    Ok(prior.into())
+    let prior = CoefficientPrior::from(prior);
+    prior
+        .validate()
+        .map_err(|e| PipelineError::RunFile(format!("[model] `priors.{group}`: {e}")))?;
+    Ok(prior)
 }
 
 /// Build the model of the `[model]` table over `data`.

@@ -133,3 +133,33 @@ fn a_regressions_groups_each_carry_their_prior() {
     let want = [t, t, (3.0, 9.25), (0.5, 0.5)];
     check_prior_moments(&model, &want, 6);
 }
+
+/// A coefficient prior off the real line, or a σ prior off σ > 0, is refused by the model
+/// itself (not only by the run file).
+#[test]
+fn priors_on_the_wrong_support_are_refused() {
+    let data = || Dataset {
+        features: Features::F64(Matrix::from_vec(vec![0.5, -1.0], 2, 1).unwrap()),
+        targets: Some(vec![1.0, 2.0]),
+        feature_names: Vec::new(),
+        features_source: "test".into(),
+        targets_source: None,
+    };
+    let fixed = || Normal::new(NoiseModel::Fixed { variance: 1.0 }).unwrap();
+    let half = ParameterPrior::HalfNormal { scale: 1.0 };
+    let e = Glm::new(data(), fixed(), half, false).err().unwrap();
+    assert!(e.to_string().contains("not on the real line"), "{e}");
+    let e = Glm::new(data(), fixed(), ParameterPrior::Flat, true)
+        .unwrap()
+        .with_intercept_prior(ParameterPrior::Exponential { rate: 1.0 })
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("not on the real line"), "{e}");
+    let sigma = NoiseModel::Sigma {
+        prior: ParameterPrior::Normal {
+            location: 0.0,
+            scale: 1.0,
+        },
+    };
+    assert!(Normal::new(sigma).is_err());
+}

@@ -127,6 +127,7 @@ impl<F: Family> Glm<F> {
         intercept: bool,
     ) -> Result<Self, ModelError> {
         let prior = prior.into();
+        prior.validate()?;
         let source = data
             .targets_source
             .clone()
@@ -180,7 +181,9 @@ impl<F: Family> Glm<F> {
                 "an intercept prior needs a model with an intercept".into(),
             ));
         }
-        self.intercept_prior = Some(prior.into());
+        let prior = prior.into();
+        prior.validate()?;
+        self.intercept_prior = Some(prior);
         Ok(self)
     }
 

@@ -97,48 +97,56 @@ pub struct NormalMixture {
     priors: NormalMixturePriors,
 }
 
-/// The constrained values (μ₁, μ₂, σ₁, σ₂, w) and log w, log(1 − w) at θ.
+/// The constrained values (μ₁, μ₂, σ₁, σ₂, w) at θ and what every datum's terms share: 1/σₖ
+/// and the constant part of each component's log density, log wₖ − ½ log 2π − log σₖ (log σₖ
+/// is θ₃, θ₄ itself), so a datum costs no `ln`.
 struct Point {
     mu: [f64; 2],
     sigma: [f64; 2],
     weight: f64,
-    log_weight: [f64; 2],
+    inv_sigma: [f64; 2],
+    offset: [f64; 2],
 }
 
 impl Point {
     fn at(theta: &[f64]) -> Self {
         let mut mu = [0.0; 2];
         ordered_to_constrained(&theta[..2], &mut mu);
+        let sigma = [theta[2].exp(), theta[3].exp()];
+        let log_weight = [-softplus(-theta[4]), -softplus(theta[4])];
         Self {
             mu,
-            sigma: [theta[2].exp(), theta[3].exp()],
+            sigma,
             weight: sigmoid(theta[4]),
-            log_weight: [-softplus(-theta[4]), -softplus(theta[4])],
+            inv_sigma: sigma.map(|s| 1.0 / s),
+            offset: [0, 1].map(|k| log_weight[k] - HALF_LN_2PI - theta[2 + k]),
         }
     }
 
-    /// (log p(y | θ), r): the log-likelihood of one datum and the first component's
-    /// responsibility.
+    /// The standardised residuals zₖ = (y − μₖ)/σₖ and the components' log terms a, b.
     #[inline]
-    fn log_lik(&self, y: f64) -> (f64, f64) {
-        let [a, b] = [0, 1].map(|k| {
-            let z = (y - self.mu[k]) / self.sigma[k];
-            self.log_weight[k] - HALF_LN_2PI - self.sigma[k].ln() - 0.5 * z * z
-        });
-        let hi = a.max(b);
-        (hi + (-(a - b).abs()).exp().ln_1p(), sigmoid(a - b))
+    fn terms(&self, y: f64) -> ([f64; 2], [f64; 2]) {
+        let z = [0, 1].map(|k| (y - self.mu[k]) * self.inv_sigma[k]);
+        (z, [0, 1].map(|k| self.offset[k] - 0.5 * z[k] * z[k]))
     }
 
-    /// `grad += weight · ∇_θ log p(y | θ)`.
+    /// log p(y | θ) = logsumexp(a, b).
+    #[inline]
+    fn log_lik(&self, y: f64) -> f64 {
+        let (_, [a, b]) = self.terms(y);
+        a.max(b) + (-(a - b).abs()).exp().ln_1p()
+    }
+
+    /// `grad += weight · ∇_θ log p(y | θ)`, with r = σ(a − b).
     #[inline]
     fn add_grad(&self, y: f64, weight: f64, grad: &mut [f64]) {
-        let (_, r) = self.log_lik(y);
+        let (z, [a, b]) = self.terms(y);
+        let r = sigmoid(a - b);
         let resp = [r, 1.0 - r];
         let mut d_mu = [0.0; 2];
         for k in 0..2 {
-            let z = (y - self.mu[k]) / self.sigma[k];
-            d_mu[k] = resp[k] * z / self.sigma[k];
-            grad[2 + k] += weight * resp[k] * (z * z - 1.0);
+            d_mu[k] = resp[k] * z[k] * self.inv_sigma[k];
+            grad[2 + k] += weight * resp[k] * (z[k] * z[k] - 1.0);
         }
         grad[0] += weight * (d_mu[0] + d_mu[1]);
         grad[1] += weight * (self.mu[1] - self.mu[0]) * d_mu[1];
@@ -237,7 +245,7 @@ impl Model for NormalMixture {
         debug_check_dim(self, theta);
         let p = Point::at(theta);
         for (o, &i) in out.iter_mut().zip(batch) {
-            *o = p.log_lik(self.y[i as usize]).0;
+            *o = p.log_lik(self.y[i as usize]);
         }
     }
 

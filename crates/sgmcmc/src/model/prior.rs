@@ -131,6 +131,22 @@ impl From<CauchyPrior> for CoefficientPrior {
 }
 
 impl CoefficientPrior {
+    /// An error for a prior that cannot be a coefficient's: an invalid setting, or (for
+    /// [`CoefficientPrior::Each`]) one that is not on the real line.
+    pub fn validate(&self) -> Result<(), super::ModelError> {
+        if let CoefficientPrior::Each(p) = self {
+            p.validate()?;
+            if p.support() != Support::Real {
+                return Err(super::ModelError::Setting(format!(
+                    "the prior `{}` is not on the real line, as a coefficient's must be \
+                     (normal, student_t, cauchy or flat)",
+                    p.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// log p(θ) up to a constant.
     #[inline]
     pub fn log_density(&self, theta: &[f64]) -> f64 {
