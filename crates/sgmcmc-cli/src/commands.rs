@@ -295,7 +295,16 @@ fn write_figure(
         .map(|&c| chains[c].as_slice())
         .collect();
     let shortest = kept.iter().map(|c| c.len()).min().unwrap_or(0);
-    let kept: Vec<&[f64]> = kept.iter().map(|c| &c[..shortest]).collect();
+    // On the scale the names refer to (σ, not log σ), as the summary.
+    let constrained: Option<Vec<Vec<f64>>> = model.is_constrained().then(|| {
+        kept.iter()
+            .map(|c| sgmcmc::model::constraint::constrain_draws(model, &c[..shortest]))
+            .collect()
+    });
+    let kept: Vec<&[f64]> = match &constrained {
+        Some(c) => c.iter().map(Vec::as_slice).collect(),
+        None => kept.iter().map(|c| &c[..shortest]).collect(),
+    };
     let names = model.parameter_names();
     let rhat: Vec<f64> = outcome.parameters.iter().map(|p| p.stats.rhat).collect();
     let mut lines = wrap(&verdict(&outcome.parameters), 170);
@@ -307,8 +316,13 @@ fn write_figure(
             lines.extend(wrap(&format!("default path: {choice}"), 170));
         }
     }
-    let laplace = match (&outcome.map, &outcome.laplace_sd) {
-        (Some(map), Some(sd)) => Some((map.theta.as_slice(), sd.as_slice())),
+    let map = outcome.map.as_ref().map(|m| {
+        let mut x = vec![0.0; m.theta.len()];
+        model.constrain(&m.theta, &mut x);
+        x
+    });
+    let laplace = match (&map, &outcome.laplace_sd) {
+        (Some(map), Some(sd)) => Some((map.as_slice(), sd.as_slice())),
         _ => None,
     };
     let figure = sgmcmc_experiments::run_figure::RunFigure {
@@ -784,7 +798,7 @@ pub fn reference(
         Some(&finished),
     )?;
     drop(progress);
-    let laplace_sd = result.laplace.as_ref().map(|l| l.sd.clone());
+    let laplace_sd = result.laplace_sd.clone();
     let extra: Vec<(&str, &[f64])> = laplace_sd
         .as_deref()
         .map(|sd| vec![("laplace_sd", sd)])
@@ -896,7 +910,11 @@ pub fn ksd(
     );
     let (mut kept, mut scores, mut score_seconds) = (Vec::new(), Vec::new(), 0.0);
     for chain in stored.chains.iter().filter(|c| !c.is_empty()) {
-        let t = stein::full_batch_scores(model, chain, stored.dim, thin)?;
+        // Stored on the constrained scale (σ); scored on θ (log σ), where the Stein identity
+        // holds.
+        let chain = sgmcmc::model::constraint::unconstrain_draws(model, chain)
+            .with_context(|| format!("{}", draws_path.display()))?;
+        let t = stein::full_batch_scores(model, &chain, stored.dim, thin)?;
         kept.extend_from_slice(&t.draws);
         scores.extend_from_slice(&t.scores);
         score_seconds += t.seconds;

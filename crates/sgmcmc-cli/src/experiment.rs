@@ -26,6 +26,35 @@ pub enum MapOptimizerArg {
     Adam,
 }
 
+/// `--methods` of the posteriordb experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PosteriordbMethod {
+    /// Our NUTS reference.
+    Nuts,
+    /// SGLD with exact gradients at a small step.
+    Sgld,
+    /// BAOAB with exact gradients at a small step.
+    Baoab,
+    /// The default path (no settings).
+    Default,
+    /// The default path with control-variate gradients.
+    DefaultCv,
+}
+
+impl PosteriordbMethod {
+    /// The stochastic-gradient method, if it is one.
+    fn sg(self) -> Option<sgmcmc_experiments::posteriordb::sg::SgMethod> {
+        use sgmcmc_experiments::posteriordb::sg::SgMethod;
+        match self {
+            PosteriordbMethod::Nuts => None,
+            PosteriordbMethod::Sgld => Some(SgMethod::SgldFullBatch),
+            PosteriordbMethod::Baoab => Some(SgMethod::BaoabFullBatch),
+            PosteriordbMethod::Default => Some(SgMethod::DefaultPath),
+            PosteriordbMethod::DefaultCv => Some(SgMethod::DefaultPathControlVariates),
+        }
+    }
+}
+
 /// The experiments.
 #[derive(Subcommand)]
 pub enum Experiment {
@@ -196,16 +225,32 @@ pub enum Experiment {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
-    /// posteriordb (issue 27): NUTS on every posterior of a posteriordb folder (e.g. ../shared/data/posteriordb), each built from its Stan model's priors, constraints and data transforms, against the gold-standard reference draws: per parameter the mean's z-score against the combined MCSE and the sd ratio; writes report.json and table.md.
+    /// posteriordb (issue 27): NUTS and the stochastic-gradient samplers on every posterior of a posteriordb folder (e.g. ../shared/data/posteriordb), each built from its Stan model's priors, constraints and data transforms, against the gold-standard reference draws: per parameter the mean's z-score against the combined MCSE and the sd ratio; writes report.json and table.md (NUTS), sg_report.json and sg_table.md (the stochastic-gradient rows beside NUTS's).
     Posteriordb {
         /// The posteriordb folder (posteriors/, data/, reference_draws/).
         dir: PathBuf,
-        /// Output directory: report.json and table.md.
+        /// Output directory: report.json and table.md (NUTS), sg_report.json and sg_table.md.
         #[arg(long, default_value = "posteriordb_out")]
         out: PathBuf,
         /// Only these posteriors (default: every one in DIR/posteriors).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
+        /// The methods: nuts, and the stochastic-gradient rows sgld (full batch, epsilon 0.005),
+        /// baoab (full batch, h 0.1), default (the default path), default-cv (the default path
+        /// with control variates on 10 % minibatches).
+        #[arg(
+            long,
+            value_enum,
+            value_delimiter = ',',
+            default_value = "nuts,sgld,baoab,default,default-cv"
+        )]
+        methods: Vec<PosteriordbMethod>,
+        /// SGLD's iterations per chain (a twentieth burn-in).
+        #[arg(long, default_value_t = 200_000)]
+        sgld_iterations: usize,
+        /// BAOAB's iterations per chain (a twentieth burn-in).
+        #[arg(long, default_value_t = 40_000)]
+        baoab_iterations: usize,
         /// NUTS chains per posterior.
         #[arg(long, default_value_t = 4)]
         chains: usize,
@@ -709,6 +754,9 @@ pub fn run(which: Experiment) -> Result<()> {
             dir,
             out,
             only,
+            methods,
+            sgld_iterations,
+            baoab_iterations,
             chains,
             warmup,
             draws,
@@ -734,41 +782,81 @@ pub fn run(which: Experiment) -> Result<()> {
                 }
                 return Ok(());
             }
-            let settings = sgmcmc::reference::NutsSettings {
-                chains,
-                warmup,
-                draws,
-                seed,
-                dense_laplace_metric: true,
-                ..Default::default()
-            };
-            let report = posteriordb::nuts_report(&dir, &names, &settings, |row| {
-                outln!(
-                    "{:<45} max |z| {:5.2}  max sd error {:5.1} %  {}",
-                    row.posterior,
-                    row.comparison.max_abs_z(),
-                    100.0 * row.comparison.max_sd_error(),
-                    if row.passes() {
-                        "ok"
-                    } else {
-                        "OUTSIDE TOLERANCE"
-                    }
-                );
-            })?;
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
-            let json = serde_json::to_string_pretty(&report)?;
-            std::fs::write(out.join("report.json"), json)?;
-            std::fs::write(out.join("table.md"), report.markdown())?;
-            let failed = report.rows.iter().filter(|r| !r.passes()).count();
-            outln!(
-                "{} of {} posteriors within tolerance (means within {} MCSE, sds within {} %); {}",
-                report.rows.len() - failed,
-                report.rows.len(),
-                posteriordb::Z_TOLERANCE,
-                100.0 * posteriordb::SD_TOLERANCE,
-                out.join("table.md").display()
-            );
+            let nuts = if methods.contains(&PosteriordbMethod::Nuts) {
+                let settings = sgmcmc::reference::NutsSettings {
+                    chains,
+                    warmup,
+                    draws,
+                    seed,
+                    dense_laplace_metric: true,
+                    ..Default::default()
+                };
+                let report = posteriordb::nuts_report(&dir, &names, &settings, |row| {
+                    outln!(
+                        "{:<45} NUTS  max |z| {:5.2}  max sd error {:5.1} %  {}",
+                        row.posterior,
+                        row.comparison.max_abs_z(),
+                        100.0 * row.comparison.max_sd_error(),
+                        if row.passes() {
+                            "ok"
+                        } else {
+                            "OUTSIDE TOLERANCE"
+                        }
+                    );
+                })?;
+                std::fs::write(
+                    out.join("report.json"),
+                    serde_json::to_string_pretty(&report)?,
+                )?;
+                std::fs::write(out.join("table.md"), report.markdown())?;
+                let failed = report.rows.iter().filter(|r| !r.passes()).count();
+                outln!(
+                    "NUTS: {} of {} posteriors within tolerance (means within {} MCSE, sds within {} %); {}",
+                    report.rows.len() - failed,
+                    report.rows.len(),
+                    posteriordb::Z_TOLERANCE,
+                    100.0 * posteriordb::SD_TOLERANCE,
+                    out.join("table.md").display()
+                );
+                Some(report)
+            } else {
+                None
+            };
+            let sg_methods: Vec<_> = methods.iter().filter_map(|m| m.sg()).collect();
+            if !sg_methods.is_empty() {
+                let settings = posteriordb::sg::SgSettings {
+                    seed,
+                    chains,
+                    sgld_iterations,
+                    baoab_iterations,
+                    ..Default::default()
+                };
+                let report =
+                    posteriordb::sg::sg_report(&dir, &names, &sg_methods, &settings, |row| {
+                        outln!(
+                            "{:<45} {:<38} max |z| {:6.2}  max sd error {:5.1} %  {}",
+                            row.posterior,
+                            row.method.label(),
+                            row.comparison.max_abs_z(),
+                            100.0 * row.comparison.max_sd_error(),
+                            row.choice()
+                        );
+                    })?;
+                std::fs::write(
+                    out.join("sg_report.json"),
+                    serde_json::to_string_pretty(&report)?,
+                )?;
+                std::fs::write(out.join("sg_table.md"), report.markdown(nuts.as_ref()))?;
+                let within = report.rows.iter().filter(|r| r.passes()).count();
+                outln!(
+                    "stochastic-gradient rows: {} of {} within NUTS's tolerance; {}",
+                    within,
+                    report.rows.len(),
+                    out.join("sg_table.md").display()
+                );
+            }
             Ok(())
         }
         Experiment::MhMnist {

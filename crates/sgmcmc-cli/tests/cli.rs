@@ -722,6 +722,12 @@ fn ksd_of_stored_draws_matches_the_library() {
 
     // The same by the library: read the store, score every 4th draw of each chain, evaluate.
     let stored = sgmcmc::io::read_draws(&dir.path().join("out/draws.zarr"), "theta").unwrap();
+    // θ is the reported scale here: no `unconstrained_posterior` beside the posterior.
+    assert!(
+        !dir.path()
+            .join("out/draws.zarr/unconstrained_posterior")
+            .exists()
+    );
     let cfg = sgmcmc_runfile::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
     let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
     let (mut kept, mut scores) = (Vec::new(), Vec::new());

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{assert_fails_with, normals, sgmcmc};
-use sgmcmc::io::zarr_read::read_draws;
+use sgmcmc::io::zarr_read::{read_draws, read_unconstrained};
 use std::path::Path;
 
 fn summary_means(dir: &Path) -> Vec<(String, f64)> {
@@ -63,11 +63,9 @@ seed = 3
 bias_check = false
 "#;
 
-/// y = 1 + 2x + N(0, 0.5²), N = 2,000: the posterior of σ is about 0.5 ± 0.008, of log σ about
-/// −0.69. The summary's σ and the store's σ column are σ itself.
-#[test]
-fn a_linear_regression_reports_sigma() {
-    let dir = tempfile::tempdir().unwrap();
+/// Writes `data.csv` (y = 1 + 2x + N(0, 0.5²), N = 2,000) and `run.toml` (the linear model
+/// with σ under a half-Cauchy prior, full-batch SGLD) into `dir`.
+fn write_linear_run(dir: &Path) {
     let n = 2000;
     let noise = normals(5, 0, n);
     let mut csv = String::from("x,y\n");
@@ -75,11 +73,110 @@ fn a_linear_regression_reports_sigma() {
         let x = (i % 97) as f64 / 48.0 - 1.0;
         csv += &format!("{x},{}\n", 1.0 + 2.0 * x + 0.5 * e);
     }
-    std::fs::write(dir.path().join("data.csv"), csv).unwrap();
+    std::fs::write(dir.join("data.csv"), csv).unwrap();
     let toml = format!(
         "[data]\ntable = \"data.csv\"\ntarget = \"y\"\n\n{LINEAR_MODEL}\n{FULL_BATCH_SGLD}"
     );
+    std::fs::write(dir.join("run.toml"), toml).unwrap();
+}
+
+/// `sgmcmc reference` of that regression gives σ's moments on σ's scale, and a run's
+/// `[evaluation]` against it compares σ with σ: small z and ξ. (Compared on θ's scale, log σ
+/// ≈ −0.69 against σ ≈ 0.5 would give z in the thousands.)
+#[test]
+fn reference_moments_and_the_evaluation_are_on_sigmas_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    write_linear_run(dir.path());
+    let args = [
+        "reference",
+        "run.toml",
+        "--out",
+        "ref.json",
+        "--chains",
+        "2",
+        "--warmup",
+        "300",
+        "--draws",
+        "1000",
+    ];
+    let out = sgmcmc(&args, dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let moments = sgmcmc::reference::ReferenceMoments::load(&dir.path().join("ref.json")).unwrap();
+    assert_eq!(moments.parameter_names, ["x", "intercept", "sigma"]);
+    assert!(
+        (moments.mean[2] - 0.5).abs() < 0.05,
+        "sigma {}",
+        moments.mean[2]
+    );
+    let toml = std::fs::read_to_string(dir.path().join("run.toml")).unwrap();
+    let toml = format!("{toml}\n[evaluation]\nreference = \"ref.json\"\n");
     std::fs::write(dir.path().join("run.toml"), toml).unwrap();
+    run(dir.path());
+    let text = std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let r = &summary["evaluation"]["reference"];
+    let (z, xi) = (
+        r["mean_squared_z_score"].as_f64().unwrap(),
+        r["relative_sd_error"].as_f64().unwrap(),
+    );
+    assert!(z < 0.5 && xi < 0.2, "z = {z}, xi = {xi}");
+}
+
+/// `sgmcmc ksd` on a store of σ draws scores them on θ (log σ), where the Stein identity
+/// holds: the same KSD as the library's on the store's `unconstrained_posterior`. (Scored as if
+/// σ were log σ, the draws would sit near log σ = 0.5, far out in the posterior's tail.)
+#[test]
+fn the_ksd_of_stored_sigmas_is_computed_on_theta() {
+    use sgmcmc::stein::{SteinSettings, evaluate, full_batch_scores};
+    let dir = tempfile::tempdir().unwrap();
+    write_linear_run(dir.path());
+    run(dir.path());
+    let args = [
+        "ksd",
+        "out/draws.zarr",
+        "--config",
+        "run.toml",
+        "--thin",
+        "20",
+        "--json",
+        "ksd.json",
+    ];
+    let out = sgmcmc(&args, dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.path().join("ksd.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cli = json["report"]["ksd"]["ksd"].as_f64().unwrap();
+    let theta = read_unconstrained(&dir.path().join("out/draws.zarr"), "theta").unwrap();
+    let cfg = sgmcmc_runfile::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
+    let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
+    let (mut kept, mut scores) = (Vec::new(), Vec::new());
+    for chain in &theta.chains {
+        let t = full_batch_scores(prepared.model(), chain, 3, 20).unwrap();
+        kept.extend(t.draws);
+        scores.extend(t.scores);
+    }
+    let library = evaluate(&kept, &scores, 3, &SteinSettings::default()).unwrap();
+    assert!(
+        (library.ksd.ksd - cli).abs() <= 1e-9 * cli,
+        "{} vs {cli}",
+        library.ksd.ksd
+    );
+}
+
+/// The posterior of σ is about 0.5 ± 0.008, of log σ about −0.69. The summary's σ and the
+/// store's σ column are σ itself.
+#[test]
+fn a_linear_regression_reports_sigma() {
+    let dir = tempfile::tempdir().unwrap();
+    write_linear_run(dir.path());
     run(dir.path());
     let means = summary_means(dir.path());
     let names: Vec<&str> = means.iter().map(|(n, _)| n.as_str()).collect();
@@ -99,6 +196,14 @@ fn a_linear_regression_reports_sigma() {
         (stored_mean - sigma).abs() < 1e-9,
         "{stored_mean} vs {sigma}"
     );
+    // The same draws on the scale the sampler moved in: log sigma, the coefficients as they are.
+    let theta = read_unconstrained(&dir.path().join("out/draws.zarr"), "theta").unwrap();
+    assert_eq!(theta.parameter_names, stored.parameter_names);
+    assert_eq!(theta.pooled().len(), pooled.len());
+    for (t, c) in theta.pooled().chunks(3).zip(pooled.chunks(3)) {
+        assert_eq!(&t[..2], &c[..2]);
+        assert!((t[2] - c[2].ln()).abs() < 1e-12, "{} vs ln {}", t[2], c[2]);
+    }
 }
 
 /// 1,000 points from 0.3·N(−1, 0.5²) + 0.7·N(2, 1): the means are reported ordered, the sds
@@ -132,31 +237,78 @@ fn a_normal_mixture_reports_ordered_means() {
 /// an intercept, and an unknown prior kind are named.
 #[test]
 fn bad_prior_tables_are_named() {
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 7] = [
         (
-            "[model.priors]\ncoefficients = { kind = \"half_normal\", scale = 1 }",
+            "kind = \"linear\"\n[model.priors]\ncoefficients = { kind = \"half_normal\", scale = 1 }",
             &["priors.coefficients", "half_normal", "real line"],
         ),
         (
-            "noise_variance = 0.5\n[model.priors]\nsigma = { kind = \"exponential\", rate = 1 }",
+            "kind = \"linear\"\nnoise_variance = 0.5\n[model.priors]\nsigma = { kind = \"exponential\", rate = 1 }",
             &["noise_variance", "priors.sigma"],
         ),
         (
-            "intercept = false\n[model.priors]\nintercept = { kind = \"flat\" }",
+            "kind = \"linear\"\nintercept = false\n[model.priors]\nintercept = { kind = \"flat\" }",
             &["priors.intercept", "intercept = true"],
         ),
         (
-            "[model.priors]\nsigma = { kind = \"gamma\", shape = 2 }",
+            "kind = \"linear\"\n[model.priors]\nsigma = { kind = \"gamma\", shape = 2 }",
             &["gamma"],
+        ),
+        (
+            "kind = \"logistic\"\n[model.priors]\nsigma = { kind = \"half_normal\", scale = 1 }",
+            &["priors.sigma", "logistic", "coefficients, intercept"],
+        ),
+        (
+            "kind = \"logistic\"\nprior = \"cauchy\"\n[model.priors]\ncoefficients = { kind = \"flat\" }",
+            &["cauchy", "priors.coefficients", "give one"],
+        ),
+        (
+            "kind = \"poisson\"\n[model.priors]\ncoefficients = { kind = \"beta\", alpha = 2, beta = 2 }",
+            &["priors.coefficients", "beta"],
         ),
     ];
     for (model, needles) in cases {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("data.csv"), "x,y\n0,1\n1,2\n2,2.5\n").unwrap();
+        std::fs::write(dir.path().join("data.csv"), "x,y\n0,1\n1,0\n2,1\n").unwrap();
         let toml = format!(
-            "[data]\ntable = \"data.csv\"\ntarget = \"y\"\n\n[model]\nkind = \"linear\"\n{model}\n\n{FULL_BATCH_SGLD}"
+            "[data]\ntable = \"data.csv\"\ntarget = \"y\"\n\n[model]\n{model}\n\n{FULL_BATCH_SGLD}"
         );
         std::fs::write(dir.path().join("run.toml"), toml).unwrap();
         assert_fails_with(dir.path(), needles);
+    }
+}
+
+/// `[model.priors]` on a logistic and a Poisson regression: Student-t(3, 0, 2.5) coefficients
+/// and a N(1, 2²) intercept give the closed-form log prior (differences between two points, so
+/// that normalising constants cancel).
+#[test]
+fn logistic_and_poisson_regressions_take_priors_per_group() {
+    use sgmcmc::data::{Dataset, Features, Matrix};
+    let t = |x: f64| -2.0 * (1.0 + (x / 2.5).powi(2) / 3.0).ln();
+    let normal = |x: f64| -0.5 * ((x - 1.0) / 2.0).powi(2);
+    let (a, b) = ([0.3, -1.2, 0.7], [2.0, 0.1, -0.4]);
+    let want = t(a[0]) + t(a[1]) + normal(a[2]) - t(b[0]) - t(b[1]) - normal(b[2]);
+    for kind in ["logistic", "poisson"] {
+        let toml = format!(
+            "[data]\ntable = \"unused.csv\"\ntarget = \"y\"\n\n[model]\nkind = \"{kind}\"\n\
+             intercept = true\n\n[model.priors]\n\
+             coefficients = {{ kind = \"student_t\", df = 3, location = 0, scale = 2.5 }}\n\
+             intercept = {{ kind = \"normal\", location = 1, scale = 2 }}\n"
+        );
+        let cfg = sgmcmc_runfile::config::Config::from_toml(&toml, "run.toml").unwrap();
+        let data = Dataset {
+            features: Features::F64(Matrix::from_vec(vec![0.5, 1.0, -1.0, 0.0], 2, 2).unwrap()),
+            targets: Some(vec![1.0, 0.0]),
+            feature_names: Vec::new(),
+            features_source: "test".into(),
+            targets_source: None,
+        };
+        let model = sgmcmc_runfile::pipeline::build_model(&cfg.model, data).unwrap();
+        let got = model.log_prior(&a) - model.log_prior(&b);
+        assert!((got - want).abs() < 1e-12, "{kind}: {got} vs {want}");
+        assert!(
+            cfg.to_toml().unwrap().contains("student_t"),
+            "{kind}: the priors are written back"
+        );
     }
 }

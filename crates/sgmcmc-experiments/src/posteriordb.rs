@@ -23,6 +23,8 @@ use sgmcmc::runner::NoProgress;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub mod sg;
+
 /// What can go wrong reading a posterior or sampling it.
 #[derive(Debug, thiserror::Error)]
 pub enum PosteriordbError {
@@ -57,6 +59,16 @@ pub enum PosteriordbError {
         posterior: String,
         /// The error.
         source: ModelError,
+    },
+    /// A stochastic-gradient run failed.
+    #[error("posterior {posterior}: {method}: {message}")]
+    Sampler {
+        /// The posterior.
+        posterior: String,
+        /// The method.
+        method: &'static str,
+        /// What went wrong.
+        message: String,
     },
     /// NUTS failed.
     #[error("posterior {posterior}: NUTS: {source}")]
@@ -280,12 +292,37 @@ impl Prepared {
     }
 
     /// Write the prepared data (`data.csv`, a header of the parameters' columns and `y`) and a
-    /// run file for it (`run.toml`: the model and its priors; no `[sampler]`, so the default
-    /// path) into `dir`: the posterior as a plain run a user can copy.
+    /// run file for it (`run.toml`: [`Prepared::run_toml`]) into `dir`: the posterior as a
+    /// plain run a user can copy.
     pub fn export(&self, dir: &Path, name: &str, stan_model: &str) -> std::io::Result<()> {
         use std::fmt::Write;
         std::fs::create_dir_all(dir)?;
         let mut csv = String::new();
+        match self {
+            Prepared::Regression { design, .. } => {
+                let _ = writeln!(csv, "{},y", design.names.join(","));
+                for i in 0..design.y.len() {
+                    for column in &design.columns {
+                        let _ = write!(csv, "{},", column[i]);
+                    }
+                    let _ = writeln!(csv, "{}", design.y[i]);
+                }
+            }
+            Prepared::Mixture { y, .. } => {
+                csv.push_str("y\n");
+                for v in y {
+                    let _ = writeln!(csv, "{v}");
+                }
+            }
+        }
+        std::fs::write(dir.join("data.csv"), csv)?;
+        std::fs::write(dir.join("run.toml"), self.run_toml(name, stan_model))
+    }
+
+    /// The run file of this posterior (data from `data.csv`, the model and its
+    /// `[model.priors]`, 4 chains, seed 1; no `[sampler]`, so the default path).
+    pub fn run_toml(&self, name: &str, stan_model: &str) -> String {
+        use std::fmt::Write;
         let mut toml = format!(
             "# posteriordb's `{name}` (Stan model `{stan_model}`): its data prepared as the Stan code\n\
              # does (written by `sgmcmc experiment posteriordb DIR --export OUT`), its priors and\n\
@@ -294,17 +331,10 @@ impl Prepared {
         );
         match self {
             Prepared::Regression {
-                design,
                 coefficients,
                 sigma,
+                ..
             } => {
-                let _ = writeln!(csv, "{},y", design.names.join(","));
-                for i in 0..design.y.len() {
-                    for column in &design.columns {
-                        let _ = write!(csv, "{},", column[i]);
-                    }
-                    let _ = writeln!(csv, "{}", design.y[i]);
-                }
                 let _ = write!(
                     toml,
                     "target = \"y\"\n\n[model]\nkind = \"linear\"\n\
@@ -314,11 +344,7 @@ impl Prepared {
                     inline_table(sigma)
                 );
             }
-            Prepared::Mixture { y, priors } => {
-                csv.push_str("y\n");
-                for v in y {
-                    let _ = writeln!(csv, "{v}");
-                }
+            Prepared::Mixture { priors, .. } => {
                 let _ = write!(
                     toml,
                     "\n[model]\nkind = \"normal_mixture\"\n\n[model.priors]\nmu = {}\nsigma = {}\nweight = {}\n",
@@ -329,8 +355,7 @@ impl Prepared {
             }
         }
         toml.push_str("\n[run]\nseed = 1\nchains = 4\n");
-        std::fs::write(dir.join("data.csv"), csv)?;
-        std::fs::write(dir.join("run.toml"), toml)
+        toml
     }
 }
 

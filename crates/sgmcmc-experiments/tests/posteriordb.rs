@@ -12,17 +12,19 @@
 //! MAP, so no NUTS run).
 
 use sgmcmc::reference::NutsSettings;
+use sgmcmc_experiments::posteriordb::sg::{SgMethod, SgSettings, sg_report};
 use sgmcmc_experiments::posteriordb::{self, SD_TOLERANCE, Z_TOLERANCE};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-#[test]
-fn nuts_matches_five_reference_posteriors() {
+/// The shared posteriordb folder and the five posteriors, or `None` (with a message) when
+/// `../shared` is absent.
+fn five_posteriors() -> Option<(PathBuf, Vec<String>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/posteriordb");
     if !dir.is_dir() {
         println!("skipped: {} is absent", dir.display());
-        return;
+        return None;
     }
-    let names: Vec<String> = [
+    let names = [
         "arK-arK",
         "kidiq-kidscore_interaction",
         "earnings-logearn_interaction_z",
@@ -31,6 +33,14 @@ fn nuts_matches_five_reference_posteriors() {
     ]
     .map(String::from)
     .to_vec();
+    Some((dir, names))
+}
+
+#[test]
+fn nuts_matches_five_reference_posteriors() {
+    let Some((dir, names)) = five_posteriors() else {
+        return;
+    };
     let settings = NutsSettings {
         chains: 4,
         warmup: 500,
@@ -55,6 +65,36 @@ fn nuts_matches_five_reference_posteriors() {
     // The mixture is reported on its constrained scale: ordered means, positive sds.
     let mixture = &report.rows[4].comparison.parameters;
     assert!(mixture[0].mean < mixture[1].mean && mixture[2].mean > 0.0);
+}
+
+/// The default path (no settings: MAP, dense Laplace preconditioner, exact gradients at these
+/// N, MAMBA's BAOAB step), 4 chains × 10,000 iterations, through the same pipeline as
+/// `sgmcmc run`: NUTS's tolerances, and its own bias check passes. Control variates on 4 of
+/// mesquite's 46 points (a minibatch the default path would not choose) miss the reference,
+/// and the bias check says so.
+#[test]
+fn the_default_path_matches_five_reference_posteriors() {
+    let Some((dir, names)) = five_posteriors() else {
+        return;
+    };
+    let settings = SgSettings::default();
+    let report = sg_report(&dir, &names, &[SgMethod::DefaultPath], &settings, |_| {}).unwrap();
+    for row in &report.rows {
+        assert!(row.passes(), "{}", report.markdown(None));
+        assert_eq!(row.bias_check_passed, Some(true), "{}", row.posterior);
+        let chosen = row
+            .default_path
+            .as_ref()
+            .expect("the default path's report");
+        assert_eq!(chosen.arms, 5, "{}", row.posterior);
+    }
+    let names = ["mesquite-logmesquite".to_string()];
+    let methods = [SgMethod::DefaultPathControlVariates];
+    let report = sg_report(&dir, &names, &methods, &settings, |_| {}).unwrap();
+    let row = &report.rows[0];
+    assert_eq!(row.batch_size, 4);
+    assert!(!row.passes(), "{}", report.markdown(None));
+    assert_eq!(row.bias_check_passed, Some(false));
 }
 
 /// An unknown Stan model and a missing posterior are errors that name them.

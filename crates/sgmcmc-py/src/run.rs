@@ -80,6 +80,9 @@ enum Output {
         summary: String,
         /// Per chain, the state at each kept draw (step, thermostat, MH acceptance).
         statistics: Vec<Vec<sgmcmc::sampler::DrawStatistics>>,
+        /// For a model with constrained parameters, the same draws on the unconstrained scale
+        /// θ the sampler moved in (ArviZ's `unconstrained_posterior`).
+        unconstrained: Option<Vec<Vec<f64>>>,
     },
     /// A Stein discrepancy report (JSON).
     Report(String),
@@ -703,13 +706,15 @@ fn execute(
         .into_iter()
         .map(|c| c.draw_statistics)
         .collect();
+    // On the constrained scale (σ, not log σ), as the store and the summary; θ beside.
+    let (draws, unconstrained) = constrained_chains(model, draws);
     Ok(Output::Draws {
-        // On the constrained scale (σ, not log σ), as the store and the summary.
-        draws: constrained_chains(model, draws),
+        draws,
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
         statistics,
+        unconstrained,
     })
 }
 
@@ -822,15 +827,21 @@ fn coreset(
         names: outcome.parameter_names,
         summary: summary.to_string(),
         statistics: Vec::new(),
+        unconstrained: None,
     })
 }
 
-/// Chains of θ on `model`'s constrained scale (moved unchanged when it has no constraints).
-fn constrained_chains(model: &dyn sgmcmc::model::Model, chains: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
+/// Chains of θ on `model`'s constrained scale, and θ itself when that differs (moved
+/// unchanged, with no θ beside, when the model has no constraints).
+fn constrained_chains(
+    model: &dyn sgmcmc::model::Model,
+    chains: Vec<Vec<f64>>,
+) -> (Vec<Vec<f64>>, Option<Vec<Vec<f64>>>) {
     if !model.is_constrained() {
-        return chains;
+        return (chains, None);
     }
-    chains.iter().map(|c| constrain_draws(model, c)).collect()
+    let constrained = chains.iter().map(|c| constrain_draws(model, c)).collect();
+    (constrained, Some(chains))
 }
 
 /// NUTS (nuts-rs) on the full-data posterior: the draws, and the summary with each chain's
@@ -864,12 +875,14 @@ fn reference(
         "parameters": result.parameters,
         "interrupted": result.interrupted,
     });
+    let (draws, unconstrained) = constrained_chains(model, result.draws);
     Ok(Output::Draws {
-        draws: constrained_chains(model, result.draws),
+        draws,
         dim: model.dim(),
         names: model.parameter_names(),
         summary: summary.to_string(),
         statistics: Vec::new(),
+        unconstrained,
     })
 }
 
@@ -886,6 +899,13 @@ fn stein(
     let message = |e: &dyn std::fmt::Display| Failure::Message(e.to_string());
     let model = prepared.model();
     let dim = model.dim();
+    // Given on the constrained scale (σ), as `sample` returns them; scored on θ (log σ), where
+    // the Stein identity holds.
+    let chains: Vec<Vec<f64>> = chains
+        .iter()
+        .map(|c| sgmcmc::model::constraint::unconstrain_draws(model, c))
+        .collect::<Result<_, _>>()
+        .map_err(|e| message(&format!("draws: {e}")))?;
     let (mut kept, mut scores, mut score_seconds) = (Vec::new(), Vec::new(), 0.0);
     for (c, chain) in chains.iter().enumerate().filter(|(_, c)| !c.is_empty()) {
         if let SteinScores::Given(given) = &given {
@@ -1110,14 +1130,13 @@ impl RunHandle {
                 names,
                 summary,
                 statistics,
+                unconstrained,
             } => {
                 dict.set_item("sample_stats", sample_stats(py, &statistics)?)?;
-                let mut chains = Vec::with_capacity(draws.len());
-                for d in draws {
-                    let rows = d.len() / dim.max(1);
-                    chains.push(PyArray1::from_vec(py, d).reshape([rows, dim])?);
+                dict.set_item("draws", chain_arrays(py, draws, dim)?)?;
+                if let Some(theta) = unconstrained {
+                    dict.set_item("unconstrained", chain_arrays(py, theta, dim)?)?;
                 }
-                dict.set_item("draws", chains)?;
                 dict.set_item("names", names)?;
                 dict.set_item("summary", summary)?;
             }
@@ -1188,7 +1207,9 @@ fn sample_stats<'py>(
 
 /// The draws of a Zarr store written by `sgmcmc run` (or `sample(..., out=...)`):
 /// `{"draws": [array (draws, D) per chain], "names": [...], "sample_stats": {...}}` (the
-/// statistics as `sample_stats` gives them; empty when the store has none).
+/// statistics as `sample_stats` gives them; empty when the store has none), and
+/// `"unconstrained"` (per chain of the posterior group) when the store has an
+/// `unconstrained_posterior`.
 #[pyfunction]
 #[pyo3(signature = (path, variable="theta"))]
 pub fn read_store<'py>(
@@ -1196,24 +1217,43 @@ pub fn read_store<'py>(
     path: PathBuf,
     variable: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (stored, mut statistics) = py
+    let (stored, mut statistics, unconstrained) = py
         .detach(|| {
+            let unconstrained = path
+                .join(sgmcmc::io::zarr::UNCONSTRAINED)
+                .is_dir()
+                .then(|| sgmcmc::io::zarr_read::read_unconstrained(&path, variable))
+                .transpose()?;
             Ok::<_, sgmcmc::io::SinkError>((
                 sgmcmc::io::read_all_chains(&path, variable)?,
                 sgmcmc::io::read_draw_statistics(&path)?,
+                unconstrained,
             ))
         })
         .map_err(|e| SgmcmcError::new_err(e.to_string()))?;
     // Statistics are stored for the posterior's chains: none for a chain left out of it.
     statistics.resize(stored.chains.len(), Vec::new());
     let dict = PyDict::new(py);
-    let mut chains = Vec::with_capacity(stored.chains.len());
-    for d in stored.chains {
-        let rows = d.len() / stored.dim.max(1);
-        chains.push(PyArray1::from_vec(py, d).reshape([rows, stored.dim])?);
-    }
-    dict.set_item("draws", chains)?;
+    dict.set_item("draws", chain_arrays(py, stored.chains, stored.dim)?)?;
     dict.set_item("names", stored.parameter_names)?;
     dict.set_item("sample_stats", sample_stats(py, &statistics)?)?;
+    if let Some(theta) = unconstrained {
+        dict.set_item("unconstrained", chain_arrays(py, theta.chains, theta.dim)?)?;
+    }
     Ok(dict)
+}
+
+/// Each chain's row-major draws as a (draws, `dim`) array.
+fn chain_arrays<'py>(
+    py: Python<'py>,
+    chains: Vec<Vec<f64>>,
+    dim: usize,
+) -> PyResult<Vec<Bound<'py, numpy::PyArray2<f64>>>> {
+    chains
+        .into_iter()
+        .map(|d| {
+            let rows = d.len() / dim.max(1);
+            PyArray1::from_vec(py, d).reshape([rows, dim])
+        })
+        .collect()
 }

@@ -158,6 +158,9 @@ pub enum ModelConfig {
         /// Scale s of the Cauchy prior (default 1); only with `prior = "cauchy"`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prior_scale: Option<f64>,
+        /// Priors per group (`coefficients`, `intercept`), replacing `prior`.
+        #[serde(default, skip_serializing_if = "RegressionPriors::is_empty")]
+        priors: RegressionPriors,
     },
     /// Poisson regression on counts, y ~ Poisson(λ(xᵀw + b)), θ ~ N(0, σ²I).
     Poisson {
@@ -170,6 +173,9 @@ pub enum ModelConfig {
         /// `"log"` (λ = eᶻ, default) or `"softplus"` (λ = log(1 + eᶻ), the coreset paper's).
         #[serde(default)]
         link: sgmcmc::model::PoissonLink,
+        /// Priors per group (`coefficients`, `intercept`), replacing `prior_variance`.
+        #[serde(default, skip_serializing_if = "RegressionPriors::is_empty")]
+        priors: RegressionPriors,
     },
     /// Bradley–Terry paired comparisons (reference §7.9): data with two columns of team ids
     /// (home, visitor) and y = 1 if the home team won, e.g. `[data] nba_games`.

@@ -4,7 +4,7 @@
 
 use crate::config::{
     Config, DataConfig, InitConfig, InitKeyword, MapSearch, ModelConfig, NoiseVariance, PriorKind,
-    SamplerTable, SyntheticGenerator,
+    RegressionPriors, SamplerTable, SyntheticGenerator,
 };
 use serde::Serialize;
 use sgmcmc::check::{BiasCheck, BiasCheckSettings, bias_check};
@@ -14,11 +14,12 @@ use sgmcmc::io::{
     Constrained, DrawSink, MemorySink, ParameterRow, RunDirectory, SinkError, Tee, ZarrSink,
     summarize_model_draws,
 };
+use sgmcmc::model::constraint::constrain_draws;
 use sgmcmc::model::sparse_regression::SYNTHETIC_BETA;
 use sgmcmc::model::{
-    Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, GaussianModel, Glm, Model, ModelError,
-    NoiseModel, Normal, NormalMixture, NormalPrior, ParameterPrior, Pmf, PmfSettings, Poisson,
-    Predictive, SparseRegression, SparseRegressionSettings,
+    Bernoulli, BradleyTerry, CauchyPrior, CoefficientPrior, Family, GaussianModel, Glm, Model,
+    ModelError, NoiseModel, Normal, NormalMixture, NormalPrior, ParameterPrior, Pmf, PmfSettings,
+    Poisson, Predictive, SparseRegression, SparseRegressionSettings,
 };
 use sgmcmc::optim::lbfgs::LbfgsOptions;
 use sgmcmc::optim::{MapError, MapResult, find_map, find_map_adam};
@@ -315,6 +316,42 @@ fn coefficient_prior(
     Ok(prior)
 }
 
+/// A GLM of `family` over `data` with the `[model.priors]` of its coefficients and intercept
+/// (`default` for the coefficients where none is given; the intercept's own or else the
+/// coefficients'). `priors.sigma` belongs to the linear model only, which takes it out first.
+fn regression<F: Family + 'static>(
+    data: Dataset,
+    family: F,
+    default: CoefficientPrior,
+    intercept: bool,
+    priors: &RegressionPriors,
+    kind: &str,
+) -> Result<Box<dyn Predictive>, PipelineError>
+where
+    Glm<F>: Predictive,
+{
+    if priors.sigma.is_some() {
+        return Err(PipelineError::RunFile(format!(
+            "[model] `priors.sigma` is the noise sd of kind = \"linear\"; kind = \"{kind}\" has \
+             none (its groups: coefficients, intercept)"
+        )));
+    }
+    let coefficients = match priors.coefficients {
+        Some(p) => coefficient_prior(p, "coefficients")?,
+        None => default,
+    };
+    let model = Glm::new(data, family, coefficients, intercept)?;
+    Ok(match priors.intercept {
+        Some(_) if !intercept => {
+            return Err(PipelineError::RunFile(
+                "[model] `priors.intercept` needs `intercept = true`".into(),
+            ));
+        }
+        Some(p) => Box::new(model.with_intercept_prior(coefficient_prior(p, "intercept")?)?),
+        None => Box::new(model),
+    })
+}
+
 /// Build the model of the `[model]` table over `data`.
 pub fn build_model(cfg: &ModelConfig, data: Dataset) -> Result<Box<dyn Model>, PipelineError> {
     Ok(match cfg {
@@ -385,8 +422,9 @@ pub fn build_predictive_model(
             intercept,
             prior,
             prior_scale,
+            priors,
         } => {
-            let prior: CoefficientPrior = match (prior, prior_scale) {
+            let default: CoefficientPrior = match (prior, prior_scale) {
                 (PriorKind::Normal, None) => NormalPrior::new(*prior_variance)?.into(),
                 (PriorKind::Normal, Some(_)) => {
                     return Err(PipelineError::RunFile(
@@ -395,20 +433,30 @@ pub fn build_predictive_model(
                             .into(),
                     ));
                 }
+                (PriorKind::Cauchy, _) if priors.coefficients.is_some() => {
+                    return Err(PipelineError::RunFile(
+                        "[model] `prior = \"cauchy\"` and `priors.coefficients` both give the \
+                         coefficients' prior; give one"
+                            .into(),
+                    ));
+                }
                 (PriorKind::Cauchy, scale) => CauchyPrior::new(scale.unwrap_or(1.0))?.into(),
             };
-            Box::new(Glm::new(data, Bernoulli, prior, *intercept)?)
+            regression(data, Bernoulli, default, *intercept, priors, "logistic")?
         }
         ModelConfig::Poisson {
             prior_variance,
             intercept,
             link,
-        } => Box::new(Glm::new(
+            priors,
+        } => regression(
             data,
             Poisson::new(*link),
-            NormalPrior::new(*prior_variance)?,
+            NormalPrior::new(*prior_variance)?.into(),
             *intercept,
-        )?),
+            priors,
+            "poisson",
+        )?,
         ModelConfig::Linear {
             prior_variance,
             intercept,
@@ -431,22 +479,18 @@ pub fn build_predictive_model(
                     prior_variance: *log_noise_prior_variance,
                 },
             };
-            let coefficients: CoefficientPrior = match priors.coefficients {
-                Some(p) => coefficient_prior(p, "coefficients")?,
-                None => NormalPrior::new(*prior_variance)?.into(),
+            let priors = RegressionPriors {
+                sigma: None,
+                ..priors.clone()
             };
-            let model = Glm::new(data, Normal::new(noise)?, coefficients, *intercept)?;
-            match priors.intercept {
-                Some(_) if !*intercept => {
-                    return Err(PipelineError::RunFile(
-                        "[model] `priors.intercept` needs `intercept = true`".into(),
-                    ));
-                }
-                Some(p) => {
-                    Box::new(model.with_intercept_prior(coefficient_prior(p, "intercept")?)?)
-                }
-                None => Box::new(model),
-            }
+            regression(
+                data,
+                Normal::new(noise)?,
+                NormalPrior::new(*prior_variance)?.into(),
+                *intercept,
+                &priors,
+                "linear",
+            )?
         }
         ModelConfig::NormalMixture { .. } => {
             return Err(PipelineError::Model(ModelError::Unsupported {
@@ -1024,7 +1068,16 @@ fn execute_prepared_into(
             .map(|&c| chains[c].as_slice())
             .collect();
         let names = model.parameter_names();
-        outcome.evaluation = Some(match ev.evaluate(prepared.predictive(), &names, &kept) {
+        // The reference moments are on the constrained scale the names refer to.
+        let constrained: Option<Vec<Vec<f64>>> = model
+            .is_constrained()
+            .then(|| kept.iter().map(|c| constrain_draws(model, c)).collect());
+        let reported: Vec<&[f64]> = match &constrained {
+            Some(c) => c.iter().map(Vec::as_slice).collect(),
+            None => kept.clone(),
+        };
+        let evaluated = ev.evaluate(prepared.predictive(), &names, &kept, &reported);
+        outcome.evaluation = Some(match evaluated {
             Ok(report) => EvaluationOutcome::Done(Box::new(report)),
             Err(e) => EvaluationOutcome::Failed {
                 error: e.to_string(),
@@ -1314,17 +1367,6 @@ fn execute_keeping_draws(
     let summarised: Vec<usize> = (0..settings.chains)
         .filter(|c| !diverged.contains(c) && !some_chains)
         .collect();
-    if let Some(z) = zarr.filter(|_| !some_chains) {
-        // ArviZ's posterior: the summarised chains cut to the shortest (every chain as run
-        // stays beside it), as the summary below sees them.
-        let statistics: Vec<&[_]> = report
-            .chains
-            .iter()
-            .map(|c| c.draw_statistics.as_slice())
-            .collect();
-        z.finalize_summarised(&summarised, &statistics)?;
-    }
-
     let mut all = memory.into_chains();
     if let Some(earlier) = earlier {
         for (chain, mut draws) in all.iter_mut().zip(earlier) {
@@ -1343,6 +1385,21 @@ fn execute_keeping_draws(
         }
     }
     let kept: Vec<&[f64]> = summarised.iter().map(|&c| all[c].as_slice()).collect();
+    if let Some(z) = zarr.filter(|_| !some_chains) {
+        // ArviZ's posterior: the summarised chains cut to the shortest (every chain as run
+        // stays beside it), as the summary below sees them; for a constrained model the same
+        // draws in θ as `unconstrained_posterior`.
+        if model.is_constrained() {
+            let length = kept.iter().map(|c| c.len() / dim).min().unwrap_or(0);
+            z.write_unconstrained(&summarised, &kept, length)?;
+        }
+        let statistics: Vec<&[_]> = report
+            .chains
+            .iter()
+            .map(|c| c.draw_statistics.as_slice())
+            .collect();
+        z.finalize_summarised(&summarised, &statistics)?;
+    }
     let parameters = if cfg.run.summary && !some_chains {
         summarize_model_draws(model, &kept)
     } else {
@@ -1380,8 +1437,8 @@ fn execute_keeping_draws(
         run: report,
         evaluation: None,
         preconditioner: preconditioner.as_ref().map(Preconditioner::shape),
-        // On θ's scale: not comparable with constrained draws, so left out for those.
-        laplace_sd: laplace.filter(|_| !model.is_constrained()).map(|l| l.sd),
+        // On the scale the draws are reported on (delta method through the constraints).
+        laplace_sd: laplace.map(|l| l.reported_sd(model)),
         bias_check,
         default_path: None,
         resumed_draws: continued.map(|c| c.kept),

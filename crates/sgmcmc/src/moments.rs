@@ -9,7 +9,9 @@ use std::path::Path;
 /// Largest D for which a reference stores the full covariance (D² values: 32 MB at 2,000).
 pub const COVARIANCE_MAX_DIM: usize = 2_000;
 
-/// Posterior moments from a reference run, with that run's own convergence diagnostics.
+/// Posterior moments from a reference run, with that run's own convergence diagnostics, on
+/// the scale the parameter names refer to (σ, not log σ, for a model with constrained
+/// parameters: [`crate::model::Model::constrain`]), as a run's draws are reported.
 #[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct ReferenceMoments {

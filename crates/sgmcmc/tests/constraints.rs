@@ -9,13 +9,14 @@ use sgmcmc::data::{Dataset, Features, Matrix};
 use sgmcmc::diagnostics::ess_mean;
 use sgmcmc::model::constraint::constrain_draws;
 use sgmcmc::model::{
-    DataIndex, Glm, Model, NoiseModel, Normal, NormalMixture, NormalMixturePriors, ParameterPrior,
-    Scratch,
+    DataIndex, Glm, Model, ModelError, NoiseModel, Normal, NormalMixture, NormalMixturePriors,
+    ParameterPrior, Scratch,
 };
 use sgmcmc::reference::{NutsSettings, run_nuts};
 use sgmcmc::runner::NoProgress;
 
-/// The prior of a model as a posterior: every likelihood term is 0.
+/// The prior of a model as a posterior: every likelihood term is 0; its parameters and
+/// constraints are the model's.
 struct PriorOnly<'m>(&'m dyn Model);
 
 impl Model for PriorOnly<'_> {
@@ -27,6 +28,18 @@ impl Model for PriorOnly<'_> {
     }
     fn num_data(&self) -> usize {
         1
+    }
+    fn parameter_names(&self) -> Vec<String> {
+        self.0.parameter_names()
+    }
+    fn is_constrained(&self) -> bool {
+        self.0.is_constrained()
+    }
+    fn constrain(&self, theta: &[f64], out: &mut [f64]) {
+        self.0.constrain(theta, out);
+    }
+    fn unconstrain(&self, x: &[f64], out: &mut [f64]) -> Result<(), ModelError> {
+        self.0.unconstrain(x, out)
     }
     fn log_prior(&self, theta: &[f64]) -> f64 {
         self.0.log_prior(theta)
@@ -44,7 +57,7 @@ impl Model for PriorOnly<'_> {
 
 /// Sample the prior of `model` with NUTS (4 chains × 4,000 draws) and check, for each
 /// parameter j, the mean and the second moment of its constrained draws against
-/// `want[j] = (E x, E x²)` within 4 MCSE.
+/// `want[j] = (E x, E x²)` within 4 MCSE; the reference moments' means are those draws'.
 fn check_prior_moments(model: &dyn Model, want: &[(f64, f64)], seed: u64) {
     let settings = NutsSettings {
         chains: 4,
@@ -70,6 +83,15 @@ fn check_prior_moments(model: &dyn Model, want: &[(f64, f64)], seed: u64) {
             let var = all.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
             let slices: Vec<&[f64]> = f.iter().map(Vec::as_slice).collect();
             let mcse = (var / ess_mean(&slices)).sqrt();
+            if power == 1 {
+                // The reference moments are on the same constrained scale as the draws.
+                let reference = r.moments.mean[j];
+                assert!(
+                    (reference - m).abs() <= 1e-9 * (1.0 + m.abs()),
+                    "reference mean of {}: {reference} vs {m}",
+                    names[j]
+                );
+            }
             assert!(
                 (m - target).abs() <= 4.0 * mcse,
                 "E[{}^{power}]: {m:.4} vs {target:.4} (4 MCSE = {:.4})",
@@ -162,4 +184,48 @@ fn priors_on_the_wrong_support_are_refused() {
         },
     };
     assert!(Normal::new(sigma).is_err());
+}
+
+/// The Laplace sds on the reported scale (delta method through the constraints) against their
+/// closed forms for the mixture: x₁ = θ₁, x₂ = θ₁ + e^θ₂ (var Σ₁₁ + 2e^θ₂Σ₁₂ + e^{2θ₂}Σ₂₂),
+/// σ = e^θ (sd e^θ·sd θ), w = logistic(θ) (sd w(1 − w)·sd θ).
+#[test]
+fn laplace_sds_are_carried_through_the_constraints() {
+    use sgmcmc::reference::LaplaceApproximation;
+    let model = NormalMixture::new(vec![0.0], NormalMixturePriors::default()).unwrap();
+    let mean = vec![0.3, 0.2, -0.5, 0.1, 0.4];
+    // Σ = AAᵀ + I/10 for a fixed A: symmetric positive definite with correlations.
+    let a = [
+        [0.5, 0.1, 0.0, 0.2, -0.1],
+        [0.3, 0.4, 0.1, 0.0, 0.0],
+        [0.0, -0.2, 0.3, 0.1, 0.0],
+        [0.1, 0.0, 0.2, 0.6, 0.1],
+        [0.0, 0.1, 0.0, -0.3, 0.2],
+    ];
+    let mut covariance = vec![0.0; 25];
+    for i in 0..5 {
+        for j in 0..5 {
+            covariance[i * 5 + j] =
+                (0..5).map(|k| a[i][k] * a[j][k]).sum::<f64>() + if i == j { 0.1 } else { 0.0 };
+        }
+    }
+    let sd: Vec<f64> = (0..5).map(|i| covariance[i * 5 + i].sqrt()).collect();
+    let laplace = LaplaceApproximation {
+        mean: mean.clone(),
+        covariance: covariance.clone(),
+        sd: sd.clone(),
+    };
+    let got = laplace.reported_sd(&model);
+    let e = mean[1].exp();
+    let w = 1.0 / (1.0 + (-mean[4]).exp());
+    let want = [
+        sd[0],
+        (covariance[0] + 2.0 * e * covariance[1] + e * e * covariance[6]).sqrt(),
+        mean[2].exp() * sd[2],
+        mean[3].exp() * sd[3],
+        w * (1.0 - w) * sd[4],
+    ];
+    for (j, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-6 * w, "parameter {j}: {g} vs {w}");
+    }
 }

@@ -222,6 +222,7 @@ impl MambaLogregSettings {
                 intercept: false,
                 prior: PriorKind::Normal,
                 prior_scale: None,
+                priors: Default::default(),
             },
             evaluation: Some(EvaluationConfig {
                 test_fraction: Some(self.test_fraction),

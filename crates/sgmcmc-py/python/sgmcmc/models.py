@@ -103,9 +103,12 @@ def Logistic(
     prior: str | None = None,
     prior_scale: float | None = None,
     feature_names: list[str] | None = None,
+    priors: dict[str, dict[str, Any]] | None = None,
 ) -> BuiltinModel:
     """Logistic regression, labels 0/1 (or −1/+1), prior θ ~ N(0, prior_variance·I) (default
-    10) or ``prior="cauchy"`` with ``prior_scale``; ``intercept=True`` adds a parameter."""
+    10) or ``prior="cauchy"`` with ``prior_scale``, or a prior per parameter group in
+    ``priors`` (``"coefficients"``, ``"intercept"``; see :mod:`sgmcmc.priors`);
+    ``intercept=True`` adds a parameter."""
     return BuiltinModel(
         "logistic",
         X,
@@ -115,6 +118,7 @@ def Logistic(
             "intercept": intercept,
             "prior": prior,
             "prior_scale": prior_scale,
+            "priors": priors,
         },
         feature_names,
     )
@@ -168,13 +172,21 @@ def Poisson(
     intercept: bool | None = None,
     link: str | None = None,
     feature_names: list[str] | None = None,
+    priors: dict[str, dict[str, Any]] | None = None,
 ) -> BuiltinModel:
-    """Poisson regression on counts, ``link="log"`` (default) or ``"softplus"``."""
+    """Poisson regression on counts, ``link="log"`` (default) or ``"softplus"``; prior
+    N(0, prior_variance·I), or a prior per parameter group in ``priors`` (``"coefficients"``,
+    ``"intercept"``)."""
     return BuiltinModel(
         "poisson",
         X,
         y,
-        {"prior_variance": prior_variance, "intercept": intercept, "link": link},
+        {
+            "prior_variance": prior_variance,
+            "intercept": intercept,
+            "link": link,
+            "priors": priors,
+        },
         feature_names,
     )
 

@@ -130,8 +130,14 @@ def sample(
             "this posterior; try a smaller step, control variates, or the default path: leave "
             f"out the sampler){note}"
         )
+    unconstrained = result.get("unconstrained")
     idata = _inference_data(
-        result["draws"], result["names"], summary, result.get("sample_stats"), keep_diverged
+        result["draws"],
+        result["names"],
+        summary,
+        result.get("sample_stats"),
+        keep_diverged,
+        None if unconstrained is None else dict(enumerate(unconstrained)),
     )
     if tasks is not None:
         idata.posterior.attrs["sgmcmc_tasks"] = json.dumps(tasks)
@@ -276,13 +282,16 @@ def _inference_data(
     summary: dict[str, Any],
     stats: dict[str, list[np.ndarray]] | None = None,
     keep_diverged: bool = False,
+    unconstrained: dict[int, np.ndarray] | None = None,
 ) -> Any:
     """The summarised chains (those that did not diverge, each truncated to the shortest, as in
     the run's own summary) as ``posterior.theta`` with the parameter names as coordinate, and
     the state at each of their draws as ``sample_stats`` (``step_size``; ``thermostat`` for
     SGNHT, BADODAB and CCAdL; ``accepted`` for MH). With ``keep_diverged``, every chain instead,
     padded with NaN after its last draw, and ``sample_stats.diverging`` True at the draw where a
-    chain diverged (one row is added when that chain is the longest)."""
+    chain diverged (one row is added when that chain is the longest). ``unconstrained`` (chain
+    number to its draws of θ, for a model with constrained parameters) becomes the group
+    ``unconstrained_posterior``, laid out as ``posterior``, when it has every chain shown."""
     import arviz as az
 
     dim = len(names)
@@ -295,6 +304,7 @@ def _inference_data(
         if any(lengths[c] == length for c in diverged):
             length += 1
         theta = np.full((len(kept), length, dim), np.nan)
+        free = np.full((len(kept), length, dim), np.nan)
         diverging = np.zeros((len(kept), length), dtype=bool)
         sample_stats: dict[str, np.ndarray] = {}
         for name, per_chain in stats.items():
@@ -304,6 +314,8 @@ def _inference_data(
             )
         for c, chain in enumerate(draws):
             theta[c, : lengths[c]] = chain
+            if unconstrained is not None and c in unconstrained:
+                free[c, : lengths[c]] = unconstrained[c][: lengths[c]]
             if c in diverged:
                 diverging[c, lengths[c]] = True
             for name, per_chain in stats.items():
@@ -316,6 +328,11 @@ def _inference_data(
         ]
         shortest = min((draws[c].shape[0] for c in kept), default=0)
         theta = np.stack([draws[c][:shortest] for c in kept]) if kept else np.empty((0, 0, dim))
+        free = (
+            np.stack([unconstrained[c][:shortest] for c in kept])
+            if kept and unconstrained is not None and all(c in unconstrained for c in kept)
+            else theta
+        )
         sample_stats = {
             name: np.stack([np.asarray(per_chain[c])[:shortest] for c in kept])
             for name, per_chain in stats.items()
@@ -333,6 +350,13 @@ def _inference_data(
         dims={"theta": ["theta_dim_0"]},
     )
     idata.posterior.attrs.update(attrs)
+    shown = unconstrained is not None and all(c in unconstrained for c in kept)
+    if shown and kept:
+        idata.add_groups(
+            unconstrained_posterior={"theta": free},
+            coords={"chain": np.asarray(kept, dtype=np.int64), "theta_dim_0": list(names)},
+            dims={"theta": ["theta_dim_0"]},
+        )
     return idata
 
 
@@ -350,7 +374,9 @@ def load(path: str | os.PathLike[str], *, keep_diverged: bool = False) -> Any:
     run's ``summary.json`` beside the store, the chains are chosen as ``sample`` chooses them
     (the summarised chains, or every chain with ``keep_diverged``) and the summary goes into the
     attrs, so ``load(out)`` equals what ``sample(..., out=out)`` returned; without it, every
-    chain, truncated to the shortest."""
+    chain, truncated to the shortest. A model with constrained parameters (σ > 0, ordered
+    means, a probability) also gets the store's ``unconstrained_posterior``: the same draws on
+    the scale the sampler moved in (log σ, …), except with ``keep_diverged``."""
     path = os.fspath(path)
     store = (
         os.path.join(path, "draws.zarr")
@@ -363,8 +389,21 @@ def load(path: str | os.PathLike[str], *, keep_diverged: bool = False) -> Any:
     if os.path.isfile(summary_path):
         with open(summary_path) as f:
             summary = json.load(f)
+    # The store's unconstrained draws are those of its posterior group: the summarised chains.
+    kept = summary.get("summarised_chains") or range(len(stored["draws"]))
+    free = stored.get("unconstrained")
+    unconstrained = (
+        dict(zip(kept, free, strict=True))
+        if free is not None and len(free) == len(kept) and not keep_diverged
+        else None
+    )
     return _inference_data(
-        stored["draws"], stored["names"], summary, stored["sample_stats"], keep_diverged
+        stored["draws"],
+        stored["names"],
+        summary,
+        stored["sample_stats"],
+        keep_diverged,
+        unconstrained,
     )
 
 

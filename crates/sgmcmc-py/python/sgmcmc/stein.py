@@ -64,7 +64,9 @@ def ksd(
     """The KSD (and with ``fssd=True`` FSSD-opt) of ``draws`` against ``model``'s posterior,
     with exact full-batch scores at every ``thin``-th draw of each chain. ``draws``: an ArviZ
     ``InferenceData`` (its ``posterior[var_name]``; draws from NumPyro, PyMC or Stan too), an
-    array of shape (chains, draws, d) or (draws, d), or a list of (draws, d) arrays.
+    array of shape (chains, draws, d) or (draws, d), or a list of (draws, d) arrays. The draws
+    are on the scale ``sample`` reports (σ, not log σ, for a model with constrained parameters);
+    they are scored on the unconstrained scale, where the Stein identity holds.
 
     With ``executor`` (``sgmcmc.RayExecutor()``, ``sgmcmc.ProcessExecutor()``), the full-batch
     scores, one pass over the data per 256 draws, are computed by tasks, each for ``block``

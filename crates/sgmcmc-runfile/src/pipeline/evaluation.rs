@@ -565,12 +565,16 @@ impl TestSplit {
 
 impl Evaluation {
     /// Every metric of the table over the kept `chains` (each flat `draws × dim`), with
-    /// `predictive` the run's model when there is a test split.
+    /// `predictive` the run's model when there is a test split. `reported` holds the same
+    /// draws on the scale the parameter names refer to (σ, not log σ: the scale of the
+    /// reference moments; `chains` itself for a model without constraints); the predictive
+    /// metrics use θ.
     pub fn evaluate(
         &self,
         predictive: Option<&dyn Predictive>,
         names: &[String],
         chains: &[&[f64]],
+        reported: &[&[f64]],
     ) -> Result<EvaluationReport, AccuracyError> {
         let start = std::time::Instant::now();
         let dim = names.len();
@@ -580,11 +584,12 @@ impl Evaluation {
             .min()
             .unwrap_or(0);
         let chains: Vec<&[f64]> = chains.iter().map(|c| &c[..n * dim]).collect();
+        let reported: Vec<&[f64]> = reported.iter().map(|c| &c[..n * dim]).collect();
         let reference = match &self.reference {
             None => None,
             Some(r) => {
-                let xi = accuracy::relative_sd_error(&chains, dim, &r.moments)?;
-                let z = accuracy::mean_squared_z_score(&chains, dim, &r.moments)?;
+                let xi = accuracy::relative_sd_error(&reported, dim, &r.moments)?;
+                let z = accuracy::mean_squared_z_score(&reported, dim, &r.moments)?;
                 Some(ReferenceReport {
                     file: r.path.display().to_string(),
                     method: r.moments.method.clone(),

@@ -14,6 +14,9 @@
 //!                                       (float64, fill NaN), `accepted` (bool, fill false); only
 //!                                       those some draw has ([`ZarrSink::write_draw_statistics`],
 //!                                       at the end of a run); `chain`, `draw` coordinates beside
+//! <path>/unconstrained_posterior/<variable>  for a model with constrained parameters: the
+//!                                       posterior's draws on the sampler's scale θ (log σ, …),
+//!                                       same layout ([`ZarrSink::write_unconstrained`])
 //! ```
 //!
 //! Open it from Python with
@@ -54,6 +57,9 @@ const COORD_CHUNK: u64 = 1 << 17;
 /// The group that keeps every chain's draws as run when the posterior shows fewer
 /// ([`ZarrSink::finalize_summarised`]).
 pub const ALL_CHAINS: &str = "all_chains";
+/// The group of a constrained model's draws on the unconstrained scale
+/// ([`ZarrSink::write_unconstrained`]; ArviZ's `unconstrained_posterior`).
+pub const UNCONSTRAINED: &str = "unconstrained_posterior";
 /// Value of the `inference_library` attribute; also marks stores this module may overwrite.
 const LIBRARY: &str = "sgmcmc";
 
@@ -146,7 +152,7 @@ impl ZarrSink {
             let dim_values: Vec<i64> = (0..dim as i64).collect();
             write_coordinate(&root, &store, "posterior", &dim_name, &dim_values)?;
         } else {
-            write_name_coordinate(&root, &store, &dim_name, parameter_names)?;
+            write_name_coordinate(&root, &store, "posterior", &dim_name, parameter_names)?;
         }
 
         let mut var_attrs = Map::new();
@@ -248,6 +254,14 @@ impl ZarrSink {
                 "the run's store was finished (its chains summarised); its chains cannot be run into it again"
                     .into(),
             ));
+        }
+        // The unconstrained draws of an earlier finish are written again at the next.
+        let unconstrained = path.join(UNCONSTRAINED);
+        if unconstrained.is_dir() && only.is_none() {
+            fs::remove_dir_all(&unconstrained).map_err(|source| SinkError::Io {
+                path: unconstrained.clone(),
+                source,
+            })?;
         }
         if all.is_dir() {
             let posterior = path.join("posterior");
@@ -446,7 +460,7 @@ impl ZarrSink {
             .and_then(|v| serde_json::from_value(v.clone()).ok())
             .unwrap_or_default();
         if names.len() == self.dim {
-            write_name_coordinate(&self.root, &self.store, &dim_name, &names)?;
+            write_name_coordinate(&self.root, &self.store, "posterior", &dim_name, &names)?;
         } else {
             let values: Vec<i64> = (0..self.dim as i64).collect();
             write_coordinate(&self.root, &self.store, "posterior", &dim_name, &values)?;
@@ -483,6 +497,95 @@ impl ZarrSink {
         }
         self.write_statistics_of(summarised, &kept, true)?;
         self.consolidate()
+    }
+
+    /// Writes the group `unconstrained_posterior` (ArviZ's name): for a model whose parameters
+    /// are constrained (σ > 0, ordered means, a probability), the same draws as the posterior
+    /// on the unconstrained scale θ the samplers move in (log σ, log(μ₂ − μ₁), the logit),
+    /// under the posterior's variable and parameter names. `chains[i]` (row-major, at least
+    /// `length` draws) is the store's chain `chain_ids[i]`: pass the chains and length that
+    /// [`finalize_summarised`](Self::finalize_summarised) shows in `posterior`, and call this
+    /// before it, whose consolidated metadata then lists the group.
+    pub fn write_unconstrained(
+        &self,
+        chain_ids: &[usize],
+        chains: &[&[f64]],
+        length: usize,
+    ) -> Result<(), SinkError> {
+        let dim = self.dim;
+        if chain_ids.len() != chains.len() || chains.iter().any(|c| c.len() < length * dim) {
+            return Err(SinkError::InvalidConfig(format!(
+                "unconstrained draws: {} chain ids for {} chains, or a chain of fewer than {length} draws",
+                chain_ids.len(),
+                chains.len()
+            )));
+        }
+        let err = |e: String| zarr_err(&self.root, e);
+        let (attributes, variable) = {
+            let shared = self.lock();
+            let path = shared.array.path().as_str().to_string();
+            let variable = path.rsplit('/').next().unwrap_or_default().to_string();
+            (shared.array.attributes().clone(), variable)
+        };
+        let dir = self.root.join(UNCONSTRAINED);
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(|source| SinkError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let mut attrs = arviz_attrs();
+        attrs.insert(
+            "description".into(),
+            json!(
+                "the posterior's draws on the unconstrained scale the samplers move in \
+                 (log sigma for a scale, log(mu[2] - mu[1]) for ordered means, the logit of a \
+                 probability), under the posterior's parameter names"
+            ),
+        );
+        let group = GroupBuilder::new()
+            .attributes(attrs)
+            .build(self.store.clone(), &format!("/{UNCONSTRAINED}"))
+            .map_err(|e| err(e.to_string()))?;
+        write_group_meta(&self.root, &group)?;
+        let ids: Vec<i64> = chain_ids.iter().map(|&c| c as i64).collect();
+        write_coordinate(&self.root, &self.store, UNCONSTRAINED, "chain", &ids)?;
+        let draws: Vec<i64> = (0..length as i64).collect();
+        write_coordinate(&self.root, &self.store, UNCONSTRAINED, "draw", &draws)?;
+        let dim_name = format!("{variable}_dim_0");
+        let names: Vec<String> = attributes
+            .get("parameter_names")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        if names.len() == dim {
+            write_name_coordinate(&self.root, &self.store, UNCONSTRAINED, &dim_name, &names)?;
+        } else {
+            let values: Vec<i64> = (0..dim as i64).collect();
+            write_coordinate(&self.root, &self.store, UNCONSTRAINED, &dim_name, &values)?;
+        }
+        let array = ArrayBuilder::new(
+            vec![chains.len() as u64, length as u64, dim as u64],
+            vec![1, self.chunk_draws as u64, dim as u64],
+            data_type::float64(),
+            f64::NAN,
+        )
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some(["chain", "draw", dim_name.as_str()]))
+        .attributes(attributes)
+        .build(self.store.clone(), &format!("/{UNCONSTRAINED}/{variable}"))
+        .map_err(|e| err(e.to_string()))?;
+        let chunk = self.chunk_draws * dim;
+        let mut buffer = vec![f64::NAN; chunk];
+        for (i, chain) in chains.iter().enumerate() {
+            for (k, part) in chain[..length * dim].chunks(chunk).enumerate() {
+                buffer[..part.len()].copy_from_slice(part);
+                buffer[part.len()..].fill(f64::NAN);
+                array
+                    .store_chunk(&[i as u64, k as u64, 0], buffer.as_slice())
+                    .map_err(|e| err(e.to_string()))?;
+            }
+        }
+        write_array_meta(&self.root, &array)
     }
 
     /// Sets the draw extent to the longest chain and writes the `draw` coordinate.
@@ -943,19 +1046,20 @@ fn write_coordinate(
     write_array_meta(root, &array)
 }
 
-/// Writes the parameter names as a one-dimensional string coordinate `posterior/<name>`
+/// Writes the parameter names as a one-dimensional string coordinate `<group>/<name>`
 /// (Zarr v3 `string` data type, `vlen-utf8` codec, one chunk), so that xarray and ArviZ label
 /// the parameter dimension with the names.
 fn write_name_coordinate(
     root: &Path,
     store: &Arc<FilesystemStore>,
+    group: &str,
     name: &str,
     names: &[String],
 ) -> Result<(), SinkError> {
     let len = names.len() as u64;
     let array = ArrayBuilder::new(vec![len], vec![len.max(1)], data_type::string(), "")
         .dimension_names(Some([name]))
-        .build(store.clone(), &format!("/posterior/{name}"))
+        .build(store.clone(), &format!("/{group}/{name}"))
         .map_err(|e| zarr_err(root, e.to_string()))?;
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     array

@@ -72,6 +72,13 @@ pub fn read_posterior<S: AsRef<str>>(
     read_group(path, "posterior", variables)
 }
 
+/// A constrained model's draws of `variable` on the unconstrained scale θ (the group
+/// `unconstrained_posterior`, [`ZarrSink::write_unconstrained`](super::ZarrSink::write_unconstrained)),
+/// the same draws as the posterior's.
+pub fn read_unconstrained(path: &Path, variable: &str) -> Result<StoredDraws, SinkError> {
+    read_group(path, super::zarr::UNCONSTRAINED, &[variable])
+}
+
 /// Every chain's draws of `variable` as a run made them: the group `all_chains` of a store whose
 /// posterior shows only the chains that did not diverge, cut to the shortest
 /// ([`ZarrSink::finalize_summarised`](super::ZarrSink::finalize_summarised)), else the

@@ -115,6 +115,26 @@ pub fn constrain_draws(model: &(impl super::Model + ?Sized), draws: &[f64]) -> V
     out
 }
 
+/// Draws on `model`'s constrained scale (as stores, summaries and other libraries give them)
+/// mapped back to its unconstrained θ ([`super::Model::unconstrain`]), where scores and Stein
+/// discrepancies are computed: the target is a smooth density on all of ℝᴰ there, as the
+/// Stein identity E[A f] = 0 needs (on σ > 0 a density that does not vanish at the boundary,
+/// such as a half-Cauchy prior's, breaks it). A draw off the support is an error naming it.
+pub fn unconstrain_draws(
+    model: &(impl super::Model + ?Sized),
+    draws: &[f64],
+) -> Result<Vec<f64>, super::ModelError> {
+    if !model.is_constrained() {
+        return Ok(draws.to_vec());
+    }
+    let d = model.dim();
+    let mut out = vec![0.0; draws.len()];
+    for (x, u) in draws.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        model.unconstrain(x, u)?;
+    }
+    Ok(out)
+}
+
 /// An ordered vector x₁ < x₂ < … from u ∈ ℝᴷ: x₁ = u₁, xₖ = xₖ₋₁ + exp(uₖ).
 pub fn ordered_to_constrained(u: &[f64], x: &mut [f64]) {
     let mut last = 0.0;

@@ -19,6 +19,46 @@ pub struct LaplaceApproximation {
     pub sd: Vec<f64>,
 }
 
+impl LaplaceApproximation {
+    /// The sds on the scale `model` reports its parameters on ([`Model::constrain`]): for a
+    /// model with constrained parameters the approximation pushed through x = g(θ) by the delta
+    /// method, sd(xᵢ)² ≈ Σⱼₖ Jᵢⱼ Σⱼₖ Jᵢₖ with J = ∂g/∂θ at the MAP by central differences
+    /// (σ = exp(u): sd(σ) ≈ σ̂·sd(u)); [`sd`](Self::sd) itself otherwise.
+    pub fn reported_sd(&self, model: &dyn Model) -> Vec<f64> {
+        let d = self.mean.len();
+        if !model.is_constrained() {
+            return self.sd.clone();
+        }
+        // jacobian[i * d + j] = ∂xᵢ/∂θⱼ.
+        let mut jacobian = vec![0.0; d * d];
+        let (mut theta, mut plus, mut minus) = (self.mean.clone(), vec![0.0; d], vec![0.0; d]);
+        for j in 0..d {
+            let h = 1e-6 * self.sd[j].max(f64::MIN_POSITIVE);
+            let centre = theta[j];
+            theta[j] = centre + h;
+            model.constrain(&theta, &mut plus);
+            theta[j] = centre - h;
+            model.constrain(&theta, &mut minus);
+            theta[j] = centre;
+            for i in 0..d {
+                jacobian[i * d + j] = (plus[i] - minus[i]) / (2.0 * h);
+            }
+        }
+        (0..d)
+            .map(|i| {
+                let row = &jacobian[i * d..(i + 1) * d];
+                let nonzero: Vec<usize> = (0..d).filter(|&j| row[j] != 0.0).collect();
+                let variance: f64 = nonzero
+                    .iter()
+                    .flat_map(|&j| nonzero.iter().map(move |&k| (j, k)))
+                    .map(|(j, k)| row[j] * self.covariance[j * d + k] * row[k])
+                    .sum();
+                variance.max(0.0).sqrt()
+            })
+            .collect()
+    }
+}
+
 /// Why the Laplace approximation could not be formed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

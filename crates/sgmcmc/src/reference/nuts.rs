@@ -24,6 +24,7 @@ use crate::estimator::FullDataEvaluator;
 use crate::io::SinkError;
 use crate::io::{ParameterRow, summarize_model_draws};
 use crate::model::Model;
+use crate::model::constraint::constrain_draws;
 use crate::moments::{COVARIANCE_MAX_DIM, ReferenceMoments};
 use crate::optim::{MapError, MapResult, find_map};
 use crate::precondition::{PreconditionedModel, Preconditioner};
@@ -240,6 +241,8 @@ pub struct NutsReference {
     pub map: MapResult,
     /// The Laplace approximation at the MAP, if it exists (and D ≤ [`LAPLACE_INIT_MAX_DIM`]).
     pub laplace: Option<LaplaceApproximation>,
+    /// Its sds on the scale the moments are on ([`LaplaceApproximation::reported_sd`]).
+    pub laplace_sd: Option<Vec<f64>>,
     /// Wall-clock seconds of the sampling (MAP and Laplace excluded).
     pub seconds: f64,
     /// A stop request ended the chains early: the moments are those of the draws made until
@@ -270,12 +273,12 @@ impl NutsReference {
     /// Per coordinate, the NUTS sd relative to the Laplace sd, σ_NUTS/σ_Laplace − 1 (None without
     /// a Laplace approximation).
     pub fn sd_relative_to_laplace(&self) -> Option<Vec<f64>> {
-        let laplace = self.laplace.as_ref()?;
+        let laplace = self.laplace_sd.as_ref()?;
         Some(
             self.moments
                 .sd
                 .iter()
-                .zip(&laplace.sd)
+                .zip(laplace)
                 .map(|(n, l)| n / l - 1.0)
                 .collect(),
         )
@@ -550,10 +553,17 @@ pub fn run_nuts_resumable(
 
     let names = model.parameter_names();
     let slices: Vec<&[f64]> = draws.iter().map(Vec::as_slice).collect();
-    // The summary on the constrained scale the names refer to (σ, not log σ); the moments
-    // below stay on θ's scale, where the samplers' draws are compared with them.
+    // The summary and the moments on the constrained scale the names refer to (σ, not
+    // log σ), where a run's `[evaluation]` compares its draws with them; the draws stay θ.
     let parameters = summarize_model_draws(model, &slices);
-    let (mean, sd, covariance) = pooled_moments(&slices, d, d <= COVARIANCE_MAX_DIM);
+    let constrained: Option<Vec<Vec<f64>>> = model
+        .is_constrained()
+        .then(|| slices.iter().map(|c| constrain_draws(model, c)).collect());
+    let reported: Vec<&[f64]> = match &constrained {
+        Some(c) => c.iter().map(Vec::as_slice).collect(),
+        None => slices.clone(),
+    };
+    let (mean, sd, covariance) = pooled_moments(&reported, d, d <= COVARIANCE_MAX_DIM);
     let divergences: usize = chains.iter().map(|c| c.divergences).sum();
     let moments = ReferenceMoments {
         method: format!(
@@ -595,6 +605,7 @@ pub fn run_nuts_resumable(
         chains,
         draws,
         map,
+        laplace_sd: laplace.as_ref().map(|l| l.reported_sd(model)),
         laplace,
         seconds,
         interrupted,
