@@ -687,7 +687,6 @@ fn bench_matrix_has_one_row_per_sampler_and_estimator() {
 /// is a one-line error naming both.
 #[test]
 fn ksd_of_stored_draws_matches_the_library() {
-    use sgmcmc::stein::{SteinSettings, evaluate, full_batch_scores};
     let dir = setup(NPY_DATA, LOGISTIC, GOOD);
     assert!(
         sgmcmc(&["run", "run.toml", "--out", "out"], dir.path())
@@ -728,20 +727,11 @@ fn ksd_of_stored_draws_matches_the_library() {
             .join("out/draws.zarr/unconstrained_posterior")
             .exists()
     );
-    let cfg = sgmcmc_runfile::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
-    let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
-    let (mut kept, mut scores) = (Vec::new(), Vec::new());
-    for chain in &stored.chains {
-        let t = full_batch_scores(prepared.model(), chain, 3, 4).unwrap();
-        kept.extend(t.draws);
-        scores.extend(t.scores);
-    }
-    let lib = evaluate(&kept, &scores, 3, &SteinSettings::default()).unwrap();
+    let lib = common::library_ksd(dir.path(), &stored.chains, 4);
     assert!(cli_ksd.is_finite() && cli_ksd > 0.0);
     assert!(
-        (lib.ksd.ksd - cli_ksd).abs() <= 1e-12 * cli_ksd,
-        "{} vs {cli_ksd}",
-        lib.ksd.ksd
+        (lib - cli_ksd).abs() <= 1e-12 * cli_ksd,
+        "{lib} vs {cli_ksd}"
     );
 
     let other = "[data]\nfeatures = \"x.npy\"\ntargets = \"y.npy\"\n\n[model]\nkind = \"logistic\"\nintercept = true\n";

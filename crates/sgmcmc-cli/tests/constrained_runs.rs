@@ -131,7 +131,6 @@ fn reference_moments_and_the_evaluation_are_on_sigmas_scale() {
 /// σ were log σ, the draws would sit near log σ = 0.5, far out in the posterior's tail.)
 #[test]
 fn the_ksd_of_stored_sigmas_is_computed_on_theta() {
-    use sgmcmc::stein::{SteinSettings, evaluate, full_batch_scores};
     let dir = tempfile::tempdir().unwrap();
     write_linear_run(dir.path());
     run(dir.path());
@@ -155,20 +154,8 @@ fn the_ksd_of_stored_sigmas_is_computed_on_theta() {
     let json: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cli = json["report"]["ksd"]["ksd"].as_f64().unwrap();
     let theta = read_unconstrained(&dir.path().join("out/draws.zarr"), "theta").unwrap();
-    let cfg = sgmcmc_runfile::config::Config::from_file(&dir.path().join("run.toml")).unwrap();
-    let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
-    let (mut kept, mut scores) = (Vec::new(), Vec::new());
-    for chain in &theta.chains {
-        let t = full_batch_scores(prepared.model(), chain, 3, 20).unwrap();
-        kept.extend(t.draws);
-        scores.extend(t.scores);
-    }
-    let library = evaluate(&kept, &scores, 3, &SteinSettings::default()).unwrap();
-    assert!(
-        (library.ksd.ksd - cli).abs() <= 1e-9 * cli,
-        "{} vs {cli}",
-        library.ksd.ksd
-    );
+    let library = common::library_ksd(dir.path(), &theta.chains, 20);
+    assert!((library - cli).abs() <= 1e-9 * cli, "{library} vs {cli}");
 }
 
 /// The posterior of σ is about 0.5 ± 0.008, of log σ about −0.69. The summary's σ and the

@@ -667,7 +667,52 @@ pub struct Comparison {
     pub xi: f64,
 }
 
+/// The heading and header of the per-parameter table whose rows
+/// [`Comparison::parameter_rows`] writes, with the `leading` columns first.
+pub fn parameter_header(leading: &[&str]) -> String {
+    let columns = [
+        "parameter",
+        "mean",
+        "MCSE",
+        "reference mean",
+        "reference MCSE",
+        "z",
+        "sd",
+        "reference sd",
+        "sd ratio",
+    ];
+    let all: Vec<&str> = leading.iter().copied().chain(columns).collect();
+    format!(
+        "\n### Every parameter\n\n| {} |\n|{}\n",
+        all.join(" | "),
+        "---|".repeat(all.len())
+    )
+}
+
 impl Comparison {
+    /// One Markdown row per parameter, the `leading` cells first (see [`parameter_header`]).
+    pub fn parameter_rows(&self, leading: &[&str]) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        for p in &self.parameters {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.5} | {:.5} | {:.5} | {:.5} | {:.2} | {:.5} | {:.5} | {:.4} |",
+                leading.join(" | "),
+                p.name,
+                p.mean,
+                p.mcse,
+                p.reference_mean,
+                p.reference_mcse,
+                p.z,
+                p.sd,
+                p.reference_sd,
+                p.sd_ratio
+            );
+        }
+        s
+    }
+
     /// The largest |z| over the parameters.
     pub fn max_abs_z(&self) -> f64 {
         self.parameters
@@ -827,27 +872,9 @@ impl NutsReport {
                 if r.passes() { "yes" } else { "**no**" }
             );
         }
-        let _ = writeln!(
-            s,
-            "\n### Every parameter\n\n| posterior | parameter | mean | MCSE | reference mean | reference MCSE | z | sd | reference sd | sd ratio |\n|---|---|---|---|---|---|---|---|---|---|"
-        );
+        s.push_str(&parameter_header(&["posterior"]));
         for r in &self.rows {
-            for p in &r.comparison.parameters {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {:.5} | {:.5} | {:.5} | {:.5} | {:.2} | {:.5} | {:.5} | {:.4} |",
-                    r.posterior,
-                    p.name,
-                    p.mean,
-                    p.mcse,
-                    p.reference_mean,
-                    p.reference_mcse,
-                    p.z,
-                    p.sd,
-                    p.reference_sd,
-                    p.sd_ratio
-                );
-            }
+            s.push_str(&r.comparison.parameter_rows(&[&r.posterior]));
         }
         s
     }

@@ -52,3 +52,22 @@ pub fn assert_command_fails_with(args: &[&str], dir: &Path, needles: &[&str]) {
         );
     }
 }
+
+/// The KSD the library gives for `chains` (θ, row-major) of the model of `dir/run.toml`, with
+/// exact scores at every `thin`-th draw: what `sgmcmc ksd` must agree with.
+pub fn library_ksd(dir: &Path, chains: &[Vec<f64>], thin: usize) -> f64 {
+    use sgmcmc::stein::{SteinSettings, evaluate, full_batch_scores};
+    let cfg = sgmcmc_runfile::config::Config::from_file(&dir.join("run.toml")).unwrap();
+    let prepared = sgmcmc_runfile::pipeline::prepare(&cfg).unwrap();
+    let model = prepared.model();
+    let (mut kept, mut scores) = (Vec::new(), Vec::new());
+    for chain in chains {
+        let t = full_batch_scores(model, chain, model.dim(), thin).unwrap();
+        kept.extend(t.draws);
+        scores.extend(t.scores);
+    }
+    evaluate(&kept, &scores, model.dim(), &SteinSettings::default())
+        .unwrap()
+        .ksd
+        .ksd
+}

@@ -393,28 +393,12 @@ impl SgReport {
                 if r.passes() { "yes" } else { "**no**" }
             );
         }
-        let _ = writeln!(
-            s,
-            "\n### Every parameter\n\n| posterior | method | parameter | mean | MCSE | reference mean | reference MCSE | z | sd | reference sd | sd ratio |\n|---|---|---|---|---|---|---|---|---|---|---|"
-        );
+        s.push_str(&super::parameter_header(&["posterior", "method"]));
         for r in &self.rows {
-            for p in &r.comparison.parameters {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {:.5} | {:.5} | {:.5} | {:.5} | {:.2} | {:.5} | {:.5} | {:.4} |",
-                    r.posterior,
-                    r.method.label(),
-                    p.name,
-                    p.mean,
-                    p.mcse,
-                    p.reference_mean,
-                    p.reference_mcse,
-                    p.z,
-                    p.sd,
-                    p.reference_sd,
-                    p.sd_ratio
-                );
-            }
+            s.push_str(
+                &r.comparison
+                    .parameter_rows(&[&r.posterior, r.method.label()]),
+            );
         }
         s
     }

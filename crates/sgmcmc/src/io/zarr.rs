@@ -423,12 +423,7 @@ impl ZarrSink {
         self.set_final_extent()?;
         let err = |e: String| zarr_err(&self.root, e);
         let io = |path: PathBuf| move |source| SinkError::Io { path, source };
-        let (old_array, variable) = {
-            let shared = self.lock();
-            let path = shared.array.path().as_str().to_string();
-            let variable = path.rsplit('/').next().unwrap_or_default().to_string();
-            (shared.array.attributes().clone(), variable)
-        };
+        let (old_array, variable) = self.variable_and_attributes();
         // Every chain as run moves to `all_chains`.
         let all = self.root.join(ALL_CHAINS);
         if all.exists() {
@@ -450,33 +445,15 @@ impl ZarrSink {
             .build(self.store.clone(), "/posterior")
             .map_err(|e| err(e.to_string()))?;
         write_group_meta(&self.root, &group)?;
-        let ids: Vec<i64> = summarised.iter().map(|&c| c as i64).collect();
-        write_coordinate(&self.root, &self.store, "posterior", "chain", &ids)?;
-        let draw_values: Vec<i64> = (0..length as i64).collect();
-        write_coordinate(&self.root, &self.store, "posterior", "draw", &draw_values)?;
-        let dim_name = format!("{variable}_dim_0");
-        let names: Vec<String> = old_array
-            .get("parameter_names")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
-        if names.len() == self.dim {
-            write_name_coordinate(&self.root, &self.store, "posterior", &dim_name, &names)?;
-        } else {
-            let values: Vec<i64> = (0..self.dim as i64).collect();
-            write_coordinate(&self.root, &self.store, "posterior", &dim_name, &values)?;
-        }
-        let array = ArrayBuilder::new(
-            vec![summarised.len() as u64, length as u64, self.dim as u64],
-            vec![1, self.chunk_draws as u64, self.dim as u64],
-            data_type::float64(),
-            f64::NAN,
-        )
-        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
-        .dimension_names(Some(["chain", "draw", dim_name.as_str()]))
-        .attributes(old_array)
-        .build(self.store.clone(), &format!("/posterior/{variable}"))
-        .map_err(|e| err(e.to_string()))?;
-        write_array_meta(&self.root, &array)?;
+        let dim_name =
+            self.write_coordinates("posterior", summarised, length, &variable, &old_array)?;
+        let array = self.draws_array(
+            &format!("/posterior/{variable}"),
+            summarised.len(),
+            length,
+            &dim_name,
+            old_array,
+        )?;
         let source = Array::open(self.store.clone(), &format!("/{ALL_CHAINS}/{variable}"))
             .map_err(|e| err(e.to_string()))?;
         for (i, &c) in summarised.iter().enumerate() {
@@ -521,12 +498,7 @@ impl ZarrSink {
             )));
         }
         let err = |e: String| zarr_err(&self.root, e);
-        let (attributes, variable) = {
-            let shared = self.lock();
-            let path = shared.array.path().as_str().to_string();
-            let variable = path.rsplit('/').next().unwrap_or_default().to_string();
-            (shared.array.attributes().clone(), variable)
-        };
+        let (attributes, variable) = self.variable_and_attributes();
         let dir = self.root.join(UNCONSTRAINED);
         if dir.exists() {
             fs::remove_dir_all(&dir).map_err(|source| SinkError::Io {
@@ -548,32 +520,15 @@ impl ZarrSink {
             .build(self.store.clone(), &format!("/{UNCONSTRAINED}"))
             .map_err(|e| err(e.to_string()))?;
         write_group_meta(&self.root, &group)?;
-        let ids: Vec<i64> = chain_ids.iter().map(|&c| c as i64).collect();
-        write_coordinate(&self.root, &self.store, UNCONSTRAINED, "chain", &ids)?;
-        let draws: Vec<i64> = (0..length as i64).collect();
-        write_coordinate(&self.root, &self.store, UNCONSTRAINED, "draw", &draws)?;
-        let dim_name = format!("{variable}_dim_0");
-        let names: Vec<String> = attributes
-            .get("parameter_names")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
-        if names.len() == dim {
-            write_name_coordinate(&self.root, &self.store, UNCONSTRAINED, &dim_name, &names)?;
-        } else {
-            let values: Vec<i64> = (0..dim as i64).collect();
-            write_coordinate(&self.root, &self.store, UNCONSTRAINED, &dim_name, &values)?;
-        }
-        let array = ArrayBuilder::new(
-            vec![chains.len() as u64, length as u64, dim as u64],
-            vec![1, self.chunk_draws as u64, dim as u64],
-            data_type::float64(),
-            f64::NAN,
-        )
-        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
-        .dimension_names(Some(["chain", "draw", dim_name.as_str()]))
-        .attributes(attributes)
-        .build(self.store.clone(), &format!("/{UNCONSTRAINED}/{variable}"))
-        .map_err(|e| err(e.to_string()))?;
+        let dim_name =
+            self.write_coordinates(UNCONSTRAINED, chain_ids, length, &variable, &attributes)?;
+        let array = self.draws_array(
+            &format!("/{UNCONSTRAINED}/{variable}"),
+            chains.len(),
+            length,
+            &dim_name,
+            attributes,
+        )?;
         let chunk = self.chunk_draws * dim;
         let mut buffer = vec![f64::NAN; chunk];
         for (i, chain) in chains.iter().enumerate() {
@@ -585,7 +540,69 @@ impl ZarrSink {
                     .map_err(|e| err(e.to_string()))?;
             }
         }
-        write_array_meta(&self.root, &array)
+        Ok(())
+    }
+
+    /// A float64 (chain, draw, parameter) array at `path`, `chains × length × D`, chunked as
+    /// the draws are, its metadata written.
+    fn draws_array(
+        &self,
+        path: &str,
+        chains: usize,
+        length: usize,
+        dim_name: &str,
+        attributes: Map<String, Value>,
+    ) -> Result<Array<FilesystemStore>, SinkError> {
+        let array = ArrayBuilder::new(
+            vec![chains as u64, length as u64, self.dim as u64],
+            vec![1, self.chunk_draws as u64, self.dim as u64],
+            data_type::float64(),
+            f64::NAN,
+        )
+        .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+        .dimension_names(Some(["chain", "draw", dim_name]))
+        .attributes(attributes)
+        .build(self.store.clone(), path)
+        .map_err(|e| zarr_err(&self.root, e.to_string()))?;
+        write_array_meta(&self.root, &array)?;
+        Ok(array)
+    }
+
+    /// The draws variable's name and attributes.
+    fn variable_and_attributes(&self) -> (Map<String, Value>, String) {
+        let shared = self.lock();
+        let path = shared.array.path().as_str().to_string();
+        let variable = path.rsplit('/').next().unwrap_or_default().to_string();
+        (shared.array.attributes().clone(), variable)
+    }
+
+    /// Writes a group's `chain` (`chain_ids`), `draw` (0..`length`) and parameter coordinates
+    /// (the names in `attributes`' `parameter_names`, else 0..D); returns the parameter
+    /// dimension's name.
+    fn write_coordinates(
+        &self,
+        group: &str,
+        chain_ids: &[usize],
+        length: usize,
+        variable: &str,
+        attributes: &Map<String, Value>,
+    ) -> Result<String, SinkError> {
+        let ids: Vec<i64> = chain_ids.iter().map(|&c| c as i64).collect();
+        write_coordinate(&self.root, &self.store, group, "chain", &ids)?;
+        let draws: Vec<i64> = (0..length as i64).collect();
+        write_coordinate(&self.root, &self.store, group, "draw", &draws)?;
+        let dim_name = format!("{variable}_dim_0");
+        let names: Vec<String> = attributes
+            .get("parameter_names")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        if names.len() == self.dim {
+            write_name_coordinate(&self.root, &self.store, group, &dim_name, &names)?;
+        } else {
+            let values: Vec<i64> = (0..self.dim as i64).collect();
+            write_coordinate(&self.root, &self.store, group, &dim_name, &values)?;
+        }
+        Ok(dim_name)
     }
 
     /// Sets the draw extent to the longest chain and writes the `draw` coordinate.
