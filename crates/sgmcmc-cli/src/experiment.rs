@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use sgmcmc::estimator::BatchSize;
 
+use sgmcmc_experiments::ccadl_mnist::{self, CcadlMnistSettings};
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
 use sgmcmc_experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
@@ -75,6 +76,50 @@ pub enum Experiment {
         /// Write the full result (every statistic of every run) as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+    },
+    /// CCAdL paper §4.2: Bayesian logistic regression on MNIST 7s vs 9s (100-dim random projection, n = 500), SGHMC, SGNHT and CCAdL at h in {0.2, 0.5, 1}e-4 x A in {1, 10}: test log-likelihood at the running posterior mean against passes, and the marginals at A = 10 against a NUTS reference.
+    CcadlMnist {
+        /// Directory with train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.
+        data_dir: PathBuf,
+        /// Output directory: report.json, tables.md, curves.svg and marginals.svg.
+        #[arg(long, default_value = "ccadl_mnist_out")]
+        out: PathBuf,
+        /// Passes through the training data of the test-log-likelihood curve.
+        #[arg(long, default_value_t = 600)]
+        passes: usize,
+        /// Draws after the curve for the marginals (runs at --marginal-diffusion; the paper: 10^6; 0: none).
+        #[arg(long, default_value_t = 200_000)]
+        marginal_samples: usize,
+        /// The diffusion A of the marginal comparison.
+        #[arg(long, default_value_t = 10.0)]
+        marginal_diffusion: f64,
+        /// Repeats of every configuration (the paper shows one run).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Minibatch size n.
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+        /// Features after the random projection.
+        #[arg(long, default_value_t = 100)]
+        projection_dim: usize,
+        /// Step sizes h.
+        #[arg(long, value_delimiter = ',', default_value = "0.00002,0.00005,0.0001")]
+        steps: Vec<f64>,
+        /// Diffusions A.
+        #[arg(long, value_delimiter = ',', default_value = "1,10")]
+        diffusions: Vec<f64>,
+        /// Master seed (the projection and every run).
+        #[arg(long, default_value_t = 2015)]
+        seed: u64,
+        /// NUTS reference: chains.
+        #[arg(long, default_value_t = 4)]
+        reference_chains: usize,
+        /// NUTS reference: warm-up iterations per chain.
+        #[arg(long, default_value_t = 1000)]
+        reference_warmup: usize,
+        /// NUTS reference: draws per chain.
+        #[arg(long, default_value_t = 2500)]
+        reference_draws: usize,
     },
     /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000; exact kernel) and, with --bike-sharing DIR, Poisson regression on the bike-sharing data (slice sampler, Stan reference); final average squared z-score, median over trials, beside the untrained coreset.
     CoresetFig1 {
@@ -529,6 +574,53 @@ pub fn run(which: Experiment) -> Result<()> {
                 std::fs::write(&path, text)
                     .with_context(|| format!("cannot write {}", path.display()))?;
             }
+            Ok(())
+        }
+        Experiment::CcadlMnist {
+            data_dir,
+            out,
+            passes,
+            marginal_samples,
+            marginal_diffusion,
+            runs,
+            batch,
+            projection_dim,
+            steps,
+            diffusions,
+            seed,
+            reference_chains,
+            reference_warmup,
+            reference_draws,
+        } => {
+            let mut settings = CcadlMnistSettings::new(data_dir);
+            settings.passes = passes;
+            settings.marginal_samples = marginal_samples;
+            settings.marginal_diffusion = marginal_diffusion;
+            settings.runs = runs;
+            settings.batch = batch;
+            settings.projection_dim = projection_dim;
+            settings.steps = steps;
+            settings.diffusions = diffusions;
+            settings.seed = seed;
+            settings.reference.chains = reference_chains;
+            settings.reference.warmup = reference_warmup;
+            settings.reference.draws = reference_draws;
+            settings.reference.seed = seed;
+            let started = Instant::now();
+            let log = |line: &str| outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+            let report = ccadl_mnist::run(&settings, &log)?;
+            ccadl_mnist::write_outputs(&report, &out)?;
+            outln!("\n{}", report.markdown());
+            outln!(
+                "{:.1} s; wrote {}/report.json, tables.md, curves.svg{}",
+                started.elapsed().as_secs_f64(),
+                out.display(),
+                if marginal_samples > 0 {
+                    ", marginals.svg"
+                } else {
+                    ""
+                }
+            );
             Ok(())
         }
         Experiment::MambaLogreg {

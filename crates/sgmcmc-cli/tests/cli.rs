@@ -1,7 +1,7 @@
 //! The binary on bad input: every case gives a one-line error naming the problem and a non-zero
 //! exit, never a panic; a diverging chain is reported while the run still writes its outputs.
 
-mod common;
+use crate::common;
 
 use common::{assert_fails_with, sgmcmc};
 use ndarray::{Array1, Array2};

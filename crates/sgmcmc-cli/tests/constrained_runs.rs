@@ -6,7 +6,7 @@
 //! Break-once check: the store written without the `Constrained` sink (log σ stored) fails
 //! `a_linear_regression_reports_sigma` at "stored sigma"; restored.
 
-mod common;
+use crate::common;
 
 use common::{assert_fails_with, normals, sgmcmc};
 use sgmcmc::io::zarr_read::{read_draws, read_unconstrained};

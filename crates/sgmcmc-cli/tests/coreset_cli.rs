@@ -2,7 +2,7 @@
 //! sparse regression with the Gibbs kernel, SGLD on full coreset gradients) and its errors, and
 //! the Fig. 1 experiment's must-show 3 at a reduced length.
 
-mod common;
+use crate::common;
 
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, OptimiserChoice, Problem};
 use std::path::Path;

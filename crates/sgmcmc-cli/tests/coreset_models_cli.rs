@@ -1,7 +1,7 @@
 //! The coreset paper's regression models as run files through `sgmcmc run` (moved with the
 //! binary from the core's tests/coreset_models.rs).
 
-mod common;
+use crate::common;
 
 use common::{NBA_HEADER, games, poisson_data, sgmcmc, write};
 use sgmcmc::model::PoissonLink;

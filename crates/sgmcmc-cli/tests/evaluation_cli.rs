@@ -2,7 +2,7 @@
 //! tests/evaluation.rs): metrics in summary.json, held-out rows never reach the model, and the
 //! error cases as one-line errors.
 
-mod common;
+use crate::common;
 
 use common::evaluation::*;
 

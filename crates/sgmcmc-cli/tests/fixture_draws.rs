@@ -16,7 +16,7 @@
 //! level recorded with the fixture, and skipped (with a note on stderr) otherwise; every other
 //! case is compared on any machine.
 
-mod common;
+use crate::common;
 
 use common::sgmcmc;
 use serde_json::{Value, json};

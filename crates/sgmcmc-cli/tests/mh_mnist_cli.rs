@@ -1,7 +1,7 @@
 //! `sgmcmc experiment mh-mnist` (moved with the binary from the experiments' tests): flags reach
 //! the settings, the outputs are written, a bad DATA_DIR is a clear error.
 
-mod common;
+use crate::common;
 
 use common::synthetic_mnist;
 use std::fs;

@@ -1,6 +1,6 @@
 //! `sgmcmc reference` end to end (moved with the binary from the core's tests/reference.rs).
 
-mod common;
+use crate::common;
 
 use common::sgmcmc;
 

@@ -3,10 +3,10 @@
 //! uninterrupted run (its `sample_stats` included); a killed chain loses at most one
 //! checkpoint interval of sampling.
 //!
-//! `SGMCMC_KILLS=20 cargo test --release -p sgmcmc-cli --test resume_cli -- --nocapture` runs
+//! `SGMCMC_KILLS=20 cargo test --release -p sgmcmc-cli --test integration resume_cli:: -- --nocapture` runs
 //! the kill -9 test with 20 kills (3 by default) and prints what each lost.
 
-mod common;
+use crate::common;
 
 use common::assert_command_fails_with;
 use sgmcmc::io::{read_draw_statistics, read_draws};

@@ -4,7 +4,7 @@
 //! anything is allocated, inputs that are not regular files, runs that would keep no draws,
 //! and discrepancies from too few draws. Each test reproduces a failure of the code before it.
 
-mod common;
+use crate::common;
 
 use common::{assert_command_fails_with, assert_fails_with, sgmcmc};
 use ndarray::{Array1, Array2};

@@ -8,7 +8,7 @@
 //! (not only its own) deleted the draws of the chains running beside it, and `--finish` failed
 //! ("chain 0: draw 0 is missing from the store"); restored.
 
-mod common;
+use crate::common;
 
 use common::assert_command_fails_with;
 use sgmcmc::io::{read_draw_statistics, read_draws};

@@ -17,7 +17,7 @@
 //! - `src/tuning/grid.rs`, `heuristic_arm` with step 1/(N + 1):
 //!   `heuristic_is_one_over_n_at_a_ten_percent_batch` failed.
 
-mod common;
+use crate::common;
 
 use common::{assert_command_fails_with, sgmcmc};
 use sgmcmc::estimator::BatchSize;

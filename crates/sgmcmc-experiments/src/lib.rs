@@ -6,7 +6,9 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod ccadl_mnist;
 pub mod coreset_fig1;
+mod held_out;
 pub mod mamba;
 pub mod mh_mixture;
 pub mod mh_mnist;

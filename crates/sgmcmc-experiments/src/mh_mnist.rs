@@ -24,6 +24,7 @@
 //! Everything runs on the calling thread, one chain after another, so the report (but for its
 //! timings) depends on the seed only.
 
+use crate::held_out::HeldOut;
 use serde::Serialize;
 use sgmcmc::data::idx::mnist_pair;
 use sgmcmc::data::{DataError, Dataset, Features, Matrix};
@@ -32,9 +33,7 @@ use sgmcmc::mh::{
     AcceptanceTest, AusterityTest, BarkerTest, CorrectionTable, ExactRule, ExactTest,
     FailurePolicy, MhKernel, MhStatistics, Proposal, VarianceEstimate,
 };
-use sgmcmc::model::{
-    Bernoulli, DataIndex, LogisticRegression, Model, ModelError, NormalPrior, Scratch,
-};
+use sgmcmc::model::{Bernoulli, LogisticRegression, Model, ModelError, NormalPrior};
 use sgmcmc::rng::{ChainRng, stream};
 use sgmcmc::runner::{Budget, ChainKernel, ChainObserver, ChainPlan, drive_kernel};
 use sgmcmc::sampler::SamplerError;
@@ -448,37 +447,24 @@ pub fn load(settings: &MhMnistSettings) -> Result<MnistOnesSevens, MhMnistError>
     })
 }
 
-/// Test accuracy and mean test log-likelihood at θ, with buffers reused across calls.
-struct TestSet<'m> {
-    model: &'m LogisticRegression,
-    rows: Vec<DataIndex>,
-    log_lik: Vec<f64>,
-    scratch: Scratch,
-}
+/// Test accuracy and mean test log-likelihood at θ.
+struct TestSet<'m>(HeldOut<'m>);
 
 impl<'m> TestSet<'m> {
     fn new(model: &'m LogisticRegression) -> Self {
-        let n = model.num_data();
-        Self {
-            model,
-            rows: (0..n as DataIndex).collect(),
-            log_lik: vec![0.0; n],
-            scratch: Scratch::new(),
-        }
+        Self(HeldOut::new(model))
     }
 
     /// (accuracy, mean log p(y | x, θ)). A prediction is correct when its class has
     /// probability > 1/2, i.e. log p(y | x, θ) > −ln 2.
     fn evaluate(&mut self, theta: &[f64]) -> (f64, f64) {
-        self.model
-            .log_lik_each(theta, &self.rows, &mut self.log_lik, &mut self.scratch);
-        let n = self.log_lik.len() as f64;
-        let correct = self
-            .log_lik
+        let log_lik = self.0.log_liks(theta);
+        let n = log_lik.len() as f64;
+        let correct = log_lik
             .iter()
             .filter(|&&l| l > -std::f64::consts::LN_2)
             .count();
-        (correct as f64 / n, self.log_lik.iter().sum::<f64>() / n)
+        (correct as f64 / n, log_lik.iter().sum::<f64>() / n)
     }
 }
 

@@ -21,7 +21,7 @@ use sgmcmc::model::{NormalGammaModel, NormalGammaPosterior};
 use sgmcmc::rng::{ChainRng, stream};
 use sgmcmc::runner::{Budget, ChainObserver, ChainPlan, drive_chain};
 use sgmcmc::sampler::{
-    Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, CovarianceShape, Sampler, Sgnht,
+    Ccadl, CcadlOptions, CcadlScheme, CcadlSettings, CovarianceShape, Sampler, SamplerError, Sgnht,
     SgnhtSettings, standard_normal,
 };
 use std::ops::ControlFlow;
@@ -212,39 +212,59 @@ pub fn cdf_rmse(
     (sum / points as f64).sqrt()
 }
 
-/// One run of `method` at (h, A).
-fn run_method(
-    method: Method,
-    h: f64,
-    a: f64,
-    model: &NormalGammaModel,
-    post: &NormalGammaPosterior,
-    cfg: &NormalGammaExperiment,
+/// What to do with the sampler a [`Method`] builds (see [`Method::with_sampler`]).
+pub(crate) trait WithSampler {
+    /// What the job returns.
+    type Output;
+    /// Run the job with `sampler`; `thermostat` reads its ξ in physical units (A for SGHMC).
+    fn run<S: Sampler>(self, sampler: S, thermostat: &dyn Fn(&S) -> f64) -> Self::Output;
+}
+
+impl Method {
+    /// Build this method's sampler at (h, A) and hand it to `job`: CCAdL and the SGHMC
+    /// comparator are [`Ccadl`] with the full covariance; SGNHT is [`Sgnht`] in v-units,
+    /// η = h², a = h·A, whose thermostat α = h·ξ.
+    pub(crate) fn with_sampler<W: WithSampler>(
+        self,
+        h: f64,
+        a: f64,
+        job: W,
+    ) -> Result<W::Output, SamplerError> {
+        Ok(match self.ccadl_settings(a) {
+            Some(settings) => job.run(Ccadl::new(h, settings)?, &Ccadl::thermostat),
+            None => {
+                let settings = SgnhtSettings {
+                    diffusion: h * a,
+                    temperature: 1.0,
+                };
+                job.run(Sgnht::new(h * h, settings)?, &|s: &Sgnht| {
+                    s.thermostat() / h
+                })
+            }
+        })
+    }
+}
+
+/// One Normal-Gamma run of a method at (h, A).
+struct NormalGammaJob<'a> {
+    config: (Method, f64, f64),
+    model: &'a NormalGammaModel,
+    post: &'a NormalGammaPosterior,
+    cfg: &'a NormalGammaExperiment,
     rng: ChainRng,
-) -> Result<NormalGammaRow, NormalGammaError> {
-    Ok(match method.ccadl_settings(a) {
-        Some(settings) => run_one(
-            (method, h, a),
-            Ccadl::new(h, settings)?,
-            &Ccadl::thermostat,
-            (model, post, cfg),
-            rng,
-        ),
-        None => {
-            // SGNHT in v-units: η = h², a = h·A; its thermostat α = h·ξ.
-            let settings = SgnhtSettings {
-                diffusion: h * a,
-                temperature: 1.0,
-            };
-            run_one(
-                (method, h, a),
-                Sgnht::new(h * h, settings)?,
-                &|s: &Sgnht| s.thermostat() / h,
-                (model, post, cfg),
-                rng,
-            )
-        }
-    })
+}
+
+impl WithSampler for NormalGammaJob<'_> {
+    type Output = NormalGammaRow;
+    fn run<S: Sampler>(self, sampler: S, thermostat: &dyn Fn(&S) -> f64) -> NormalGammaRow {
+        run_one(
+            self.config,
+            sampler,
+            thermostat,
+            (self.model, self.post, self.cfg),
+            self.rng,
+        )
+    }
 }
 
 /// One run's kept draws and thermostat sum; stops the chain when θ₁ ≤ 0.
@@ -414,7 +434,14 @@ pub fn run(cfg: &NormalGammaExperiment) -> Result<NormalGammaResult, NormalGamma
         .par_iter()
         .enumerate()
         .map(|(k, &(m, h, a))| {
-            run_method(m, h, a, &model, &post, cfg, stream(cfg.seed, 1 + k as u64))
+            let job = NormalGammaJob {
+                config: (m, h, a),
+                model: &model,
+                post: &post,
+                cfg,
+                rng: stream(cfg.seed, 1 + k as u64),
+            };
+            Ok(m.with_sampler(h, a, job)?)
         })
         .collect::<Result<_, NormalGammaError>>()?;
     Ok(NormalGammaResult {

@@ -20,7 +20,7 @@
 //! - `--austerity-temperature` dropped in the CLI's match arm (`src/experiment.rs`):
 //!   `cli_writes_report_and_tables` failed (Austerity's temperature 20, want 1).
 
-mod common;
+use crate::common;
 
 use common::{labels, synthetic_mnist, write_split};
 use std::fs;

@@ -1,8 +1,6 @@
 //! The Normal-Gamma experiment (CCAdL paper §4.1), where the gradient noise depends on θ (moved
 //! with the experiment from the core's tests/ccadl.rs).
 
-mod common;
-
 use sgmcmc_experiments::normal_gamma::{self, Method, NormalGammaExperiment};
 
 /// Must-show 2 of the issue (CCAdL paper §4.1): on the Normal-Gamma model, whose gradient noise

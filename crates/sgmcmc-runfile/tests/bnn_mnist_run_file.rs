@@ -1,8 +1,5 @@
 //! The BNN on the real MNIST through the run-file keys (skipped when the data are absent).
 
-#[path = "../../sgmcmc/tests/common/mod.rs"]
-mod common;
-
 use rand::RngExt;
 use sgmcmc::diagnostics::accuracy::predictive_metrics;
 use sgmcmc::model::{DataIndex, PredictiveTask, Scratch};

@@ -6,8 +6,7 @@
 //! With the shared data, the bike-sharing configuration of issue 22 (plain SGLD, ε = 10⁻⁴,
 //! minibatch gradients: sds 8–15× Stan's while R-hat looks fine) is flagged too.
 
-#[path = "../../sgmcmc/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::evaluation::{conjugate_posterior, write_xy};
 use common::normals;

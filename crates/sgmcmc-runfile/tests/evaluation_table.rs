@@ -1,8 +1,7 @@
 //! The `[evaluation]` table end to end through the library: parsing and defaults, explicit
 //! test files, disjoint random splits, and a run too short for the metrics.
 
-#[path = "../../sgmcmc/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::evaluation::*;
 

@@ -16,7 +16,7 @@
 //!   low); with the material tolerance at 0.1 instead of 0.2, the same break also gave 9 false
 //!   alarms of 200 in `p_values_are_uniform_…`.
 
-mod common;
+use crate::common;
 
 use common::{from_eigen, normals, random_orthogonal};
 use sgmcmc::check::{BiasCheckSettings, CheckScores, bias_check};

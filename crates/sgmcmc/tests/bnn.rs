@@ -2,7 +2,7 @@
 //! differences, per-datum terms against the batched GEMM pass, blocking, f32 features, the
 //! predictive distribution, and the MNIST run-file keys on the real data (skipped when absent).
 
-mod common;
+use crate::common;
 
 use common::{dataset, normals};
 use rand::RngExt;

@@ -11,7 +11,7 @@
 //! - noise √(AhT) in place of √(2AhT): the step-for-step, GTM (ξ̄ = 0.40 vs 0.946) and
 //!   Normal-Gamma tests fail.
 
-mod common;
+use crate::common;
 
 use common::{check, dot, drive, gtm, mean};
 use sgmcmc::estimator::{

@@ -9,7 +9,7 @@
 //!   (variance 0.33·s_w²);
 //! - the metric window as all draws instead of the last half: `streaming_metric_matches_brute_force`.
 
-mod common;
+use crate::common;
 
 use sgmcmc::coreset::{
     Adam, Coreset, CoresetKernel, CoresetPosterior, CoresetSettings, ExactGaussianKernel, HotDog,

@@ -3,7 +3,7 @@
 //! Bradley–Terry; the bike-sharing and NBA loaders, the Stan reference, and the run-file
 //! arms through the CLI.
 
-mod common;
+use crate::common;
 
 use common::{NBA_HEADER, dataset, games, normals, poisson_data, write};
 use sgmcmc::data::{Dataset, load_bike_sharing, load_bike_sharing_reference, load_nba_games};

@@ -11,7 +11,7 @@
 //! resumed from checkpoint 2 of 8: the weights differ"); the Gibbs sweep's `order` left out
 //! ("dog with the gibbs kernel, resumed from checkpoint 0 of 8: the weights differ").
 
-mod common;
+use crate::common;
 
 use sgmcmc::coreset::{
     Adam, Coreset, CoresetCheckpoints, CoresetKernel, CoresetRun, CoresetSettings, DAdaptSgd, Dog,

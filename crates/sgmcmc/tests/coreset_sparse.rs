@@ -16,7 +16,7 @@
 //! - ∂/∂σ² of the InvGamma prior with +(ν/2 + 1)/σ²: `model_gradients_match_central_differences`
 //!   failed.
 
-mod common;
+use crate::common;
 
 use common::{central_diff_with, inverse, linear_data, mean, var};
 use sgmcmc::coreset::gibbs::{

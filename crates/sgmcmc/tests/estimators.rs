@@ -1,7 +1,7 @@
 //! The standard minibatch estimator (reference §1.2, §2.0, §3.1): unbiasedness, its noise
 //! variance with the without-replacement factor, the n = N case, and batch-size resolution.
 
-mod common;
+use crate::common;
 
 use common::{
     dataset, draw_estimates, features, from_eigen, full_gradient, logistic_data, mean, normals,

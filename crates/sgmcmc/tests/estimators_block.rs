@@ -4,7 +4,7 @@
 //! worst order); the offsets of successive calls are independent, so SGLD's stationary law on
 //! a Gaussian has the closed form of §2.1 with the block scheme's own noise variance.
 
-mod common;
+use crate::common;
 
 use common::{Section21, dataset, logistic_data, mean};
 use sgmcmc::estimator::{

@@ -2,7 +2,7 @@
 //! unbiasedness, exactness on the Gaussian test model, the O(‖θ − θ̂‖²) variance on logistic
 //! regression, SVRG's refresh schedule, and SGLD driven by control variates.
 
-mod common;
+use crate::common;
 
 use common::{
     Section21, dataset, draw_estimates, features, full_gradient, logistic_data, mean, normals,

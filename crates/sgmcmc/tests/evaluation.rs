@@ -17,7 +17,7 @@
 //! - the exact draws scaled by 1.2 in `xi_and_z_score_are_monte_carlo_small_for_exact_draws`:
 //!   its exact-draw assertions failed (ξ = 0.198 > 0.0316).
 
-mod common;
+use crate::common;
 
 use common::evaluation::*;
 

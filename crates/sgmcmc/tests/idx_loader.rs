@@ -2,7 +2,7 @@
 //! error per malformed input whose message names the file and the problem, and the real MNIST
 //! files at `../shared/data/mnist` (skipped with a note when absent).
 
-mod common;
+use crate::common;
 
 use common::idx_bytes;
 use std::fs;

@@ -3,7 +3,7 @@
 //! minibatches, is reproducible from the seed, and bad settings or a diverging run are clear
 //! errors. The run file's `map_optimizer` keys are tested in `sgmcmc-runfile`.
 
-mod common;
+use crate::common;
 
 use common::{features, normals};
 use sgmcmc::estimator::BatchSize;

@@ -7,7 +7,7 @@
 //! - `rng::stream` given a stream number from `f64::to_bits` hung the fixed-pair test (one long
 //!   jump per stream number); small stream numbers are used.
 
-mod common;
+use crate::common;
 
 use common::{batch_means_mcse, gtm, normals};
 use sgmcmc::io::SinkError;

@@ -2,7 +2,7 @@
 //! differences (also far from the data, where a naive log(e^a + e^b) underflows), batch versus
 //! per-datum consistency, the density formula, the prior, and the simulator's moments.
 
-mod common;
+use crate::common;
 
 use sgmcmc::data::{DataError, Features, Matrix};
 use sgmcmc::model::mixture::MixtureSettings;

@@ -1,7 +1,7 @@
 //! Every gradient method of the built-in models against central finite differences of the
 //! corresponding log density, plus the consistency of the batch / per-datum / fused methods.
 
-mod common;
+use crate::common;
 
 use common::{
     dataset, features, from_eigen, linear_data, logistic_data, normals, random_orthogonal,

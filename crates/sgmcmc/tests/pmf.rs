@@ -3,7 +3,7 @@
 //! likelihood gradient, the prior density against an independent formula and by sampling,
 //! loader errors, and the real u1.base/u1.test split.
 
-mod common;
+use crate::common;
 
 use common::{dataset, normals, uniform};
 use rand::RngExt;

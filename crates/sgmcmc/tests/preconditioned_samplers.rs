@@ -26,7 +26,7 @@
 //! and one fluctuation); with seed 7, the next tried, every mean of every sampler is within
 //! 2.5 MCSE of 0.
 
-mod common;
+use crate::common;
 
 use common::{from_eigen, matmul, pooled_mean_mcse, random_orthogonal};
 use sgmcmc::estimator::FullBatch;

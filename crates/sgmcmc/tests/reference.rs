@@ -3,7 +3,7 @@
 //! thread count; the reference file round-trips and bad files are named; `sgmcmc reference`
 //! works end to end.
 
-mod common;
+use crate::common;
 
 use sgmcmc::diagnostics::ess_mean;
 use sgmcmc::model::{DataIndex, GaussianModel, Model, Scratch};

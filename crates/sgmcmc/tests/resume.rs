@@ -5,7 +5,7 @@
 //! of another chain or seed is refused; a kernel that cannot be checkpointed runs without
 //! checkpoints and says why.
 
-mod common;
+use crate::common;
 
 use common::{dataset, logistic_data};
 use sgmcmc::io::{MemorySink, SinkError};

@@ -1,7 +1,7 @@
 //! The runner: reproducibility across thread counts, burn-in and thinning, per-chain divergence
 //! handling, wall-clock budgets and setting validation.
 
-mod common;
+use crate::common;
 
 use common::{dataset, logistic_data};
 use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};

@@ -51,7 +51,7 @@
 //! - CCAdL, covariance friction (h²/2)βΣ̂p removed: `ccadl_holds_…` fails on ξ̄ (the thermostat
 //!   absorbs the noise as SGNHT's does).
 
-mod common;
+use crate::common;
 
 use common::{
     check, column, drive_with, from_eigen, lyapunov_doubling, matmul, pooled_mean_mcse,

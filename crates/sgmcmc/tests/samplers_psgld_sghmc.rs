@@ -4,7 +4,7 @@
 //! 4 MCSE (§1.6). Every MCSE comes from the integrated autocorrelation time of the series
 //! whose mean is compared (`pooled_mean_mcse` → `diagnostics::mcse_mean`, Sokal window).
 
-mod common;
+use crate::common;
 
 use common::{col, drive_with, gtm, pooled_mean_mcse, sq_dev};
 use sgmcmc::estimator::{BatchSize, BatchTerms, FullBatch, GradientEstimator, Minibatch};

@@ -5,7 +5,7 @@
 //! compared (`pooled_mean_mcse` → `diagnostics::mcse_mean`, Sokal window); where the closed
 //! form is itself an approximation, the size of the neglected term is added and said so.
 
-mod common;
+use crate::common;
 
 use common::{check, col, dot, drive, gtm, mean, sq_dev, var};
 use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch};

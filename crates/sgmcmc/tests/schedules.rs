@@ -3,7 +3,7 @@
 //! chain with the scheduled steps, and switching a sampler's step is the same as building it
 //! with that step, bit for bit.
 
-mod common;
+use crate::common;
 
 use common::gtm;
 use sgmcmc::estimator::{BatchSize, FullBatch, GradientEstimator, Minibatch};

@@ -14,7 +14,7 @@
 //! draws from the first tile (`thetas[..q * dim]`) failed it and `draws_beyond_one_pass` at
 //! draw 64.
 
-mod common;
+use crate::common;
 
 use common::{dataset, linear_data, logistic_data, normals};
 use sgmcmc::estimator::FullDataEvaluator;

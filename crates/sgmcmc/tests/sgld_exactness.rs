@@ -2,7 +2,7 @@
 //! on Gaussian targets its stationary law has a closed form — including the O(ε)
 //! discretisation bias and the minibatch noise — and long runs must match it within 4 MCSE.
 
-mod common;
+use crate::common;
 
 use common::{
     Section21, features, from_eigen, lyapunov_doubling, normals, pooled_mean_mcse,

@@ -10,7 +10,7 @@
 //! Broken once to see these fail (2026-11-26): `SparseRow::axpy` writing to column j + 1
 //! failed `sparse_glms_equal_dense_glms` at the first gradient compared.
 
-mod common;
+use crate::common;
 
 use common::{dataset, linear_data, logistic_data, normals};
 use sgmcmc::data::{CsrMatrix, Dataset, Features};

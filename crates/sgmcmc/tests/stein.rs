@@ -22,7 +22,7 @@
 //! - Median heuristic without the even-count average → `median_heuristic`.
 //! - Scores: thinning by k − 1 instead of k → `full_batch_scores_at_thinned_draws`.
 
-mod common;
+use crate::common;
 
 use common::{mean, normals, var};
 use sgmcmc::model::GaussianModel;

@@ -3,7 +3,7 @@
 //! and the wild bootstrap with a small flip probability keeps the level on autocorrelated
 //! draws where independent signs do not.
 
-mod common;
+use crate::common;
 
 use common::normals;
 use sgmcmc::stein::{ImqKernel, Kernel, KsdTestSettings, ksd_test};

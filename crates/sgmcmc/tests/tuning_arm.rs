@@ -5,7 +5,7 @@
 //! fails `rounds_warm_restart_from_the_last_iterate`; counting one estimate per iteration for
 //! SGHMC (ignoring `estimates_per_step`) fails `gradient_budget_is_exact_and_reproducible`.
 
-mod common;
+use crate::common;
 
 use sgmcmc::estimator::{BatchSize, FullBatch, Minibatch, Svrg};
 use sgmcmc::model::{Bernoulli, GaussianModel, LogisticRegression, NormalPrior};

@@ -6,7 +6,7 @@
 //! fails the worked-schedule and bandit tests; sorting descending fails those and the NaN/ties
 //! test; the float round count as default fails `round_counts_are_exact_integers` (243 → 4).
 
-mod common;
+use crate::common;
 
 use sgmcmc::tuning::halving::log_floor;
 use sgmcmc::tuning::{HalvingError, HalvingPlan, successive_halving};

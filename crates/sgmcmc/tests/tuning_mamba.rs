@@ -25,7 +25,7 @@
 //!   to 0): the pruning test (the exploding, still finite arm ranked first with KSD 0) and the
 //!   SGLD warm-restart test (an exploding arm won).
 
-mod common;
+use crate::common;
 
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::estimator::{FullBatch, FullDataEvaluator};

@@ -651,6 +651,21 @@ pub fn labels(ones: usize, sevens: usize, zeros: usize) -> Vec<u8> {
     out
 }
 
+/// Labels with `count` of each `digit`, interleaved (one of each in turn while any is left).
+pub fn synthetic_digits(counts: &[(u8, usize)]) -> Vec<u8> {
+    let mut left: Vec<(u8, usize)> = counts.to_vec();
+    let mut out = Vec::new();
+    while left.iter().any(|&(_, n)| n > 0) {
+        for (digit, n) in &mut left {
+            if *n > 0 {
+                out.push(*digit);
+                *n -= 1;
+            }
+        }
+    }
+    out
+}
+
 pub fn write_split(dir: &Path, split: &str, labels: &[u8], seed: u64) {
     let n = labels.len() as u32;
     write_gz(
