@@ -488,8 +488,11 @@ pub struct CcadlMnistRun {
     pub test_log_lik_at_state: Vec<f64>,
     /// Iteration at which the state became non-finite, if it did.
     pub diverged_at: Option<usize>,
-    /// Mean thermostat ξ over the iterations run (A for SGHMC).
+    /// Mean thermostat ξ over the iterations run, the curve's transient included (A for SGHMC).
     pub mean_thermostat: f64,
+    /// Mean thermostat ξ over the marginal draws only, after the curve (runs at the marginal
+    /// diffusion only).
+    pub mean_thermostat_after_curve: Option<f64>,
     /// Moments of the draws after the curve (runs at the marginal diffusion only).
     pub marginal: Option<MarginalMoments>,
     /// Their distance from the reference.
@@ -556,6 +559,8 @@ struct Trace<'a, 't, S> {
     at_mean: Vec<f64>,
     at_state: Vec<f64>,
     thermostat_sum: f64,
+    /// Σ ξ over the marginal draws.
+    thermostat_after_curve_sum: f64,
     iterations: usize,
     moments: Option<RunningMoments>,
 }
@@ -588,7 +593,8 @@ impl<S: Sampler> ChainObserver<S> for Trace<'_, '_, S> {
     fn iterated(&mut self, iteration: usize, sampler: &S) -> ControlFlow<()> {
         let theta = sampler.position();
         self.iterations = iteration;
-        self.thermostat_sum += (self.thermostat)(sampler);
+        let xi = (self.thermostat)(sampler);
+        self.thermostat_sum += xi;
         if self.next_pass < self.pass_ends.len() {
             for (s, &x) in self.sum.iter_mut().zip(theta) {
                 *s += x;
@@ -599,6 +605,7 @@ impl<S: Sampler> ChainObserver<S> for Trace<'_, '_, S> {
             }
         } else if let Some(m) = &mut self.moments {
             m.push(theta);
+            self.thermostat_after_curve_sum += xi;
         }
         ControlFlow::Continue(())
     }
@@ -641,6 +648,7 @@ impl WithSampler for RunJob<'_> {
             at_mean: Vec::with_capacity(self.pass_ends.len() + 1),
             at_state: Vec::with_capacity(self.pass_ends.len() + 1),
             thermostat_sum: 0.0,
+            thermostat_after_curve_sum: 0.0,
             iterations: 0,
             moments: collect.then(|| RunningMoments::new(d)),
         };
@@ -677,6 +685,9 @@ impl WithSampler for RunJob<'_> {
             test_log_lik_at_state: trace.at_state,
             diverged_at,
             mean_thermostat: trace.thermostat_sum / trace.iterations.max(1) as f64,
+            mean_thermostat_after_curve: marginal
+                .as_ref()
+                .map(|m| trace.thermostat_after_curve_sum / m.samples as f64),
             marginal,
             marginal_errors: None,
             seconds: started.elapsed().as_secs_f64(),
@@ -859,7 +870,7 @@ impl CcadlMnistReport {
         for p in &shown {
             out += &format!(" P = {p} |");
         }
-        out += " mean ξ |\n|---|---|---|";
+        out += " mean ξ, whole run |\n|---|---|---|";
         out += &"---|".repeat(shown.len() + 1);
         out += "\n";
         for &h in &s.steps {
@@ -888,7 +899,8 @@ impl CcadlMnistReport {
                  ({} draws); mean ± sd over {runs} run{} per cell. Mean error: (mean − NUTS mean) / \
                  NUTS sd; sd ratio: sd / NUTS sd.\n\n| h | method | RMS mean error, {} \
                  coordinates | largest \\|mean error\\| | median sd ratio | sd ratio range | w2 mean \
-                 error | w5 mean error | w2 sd ratio | w5 sd ratio |\n|---|---|---|---|---|---|---|---|---|---|\n",
+                 error | w5 mean error | w2 sd ratio | w5 sd ratio | mean ξ |\n\
+                 |---|---|---|---|---|---|---|---|---|---|---|\n",
                 s.marginal_samples,
                 s.passes,
                 self.reference.draws,
@@ -915,8 +927,12 @@ impl CcadlMnistReport {
                     } else {
                         "—".into()
                     };
+                    let xi: Vec<f64> = self
+                        .runs_of(m, h, a)
+                        .map(|r| r.mean_thermostat_after_curve.unwrap_or(f64::NAN))
+                        .collect();
                     out += &format!(
-                        "| {h:e} | {} | {} | {} | {} | {range} | {} | {} | {} | {} |\n",
+                        "| {h:e} | {} | {} | {} | {} | {range} | {} | {} | {} | {} | {} |\n",
                         m.label(),
                         mean_sd_cell(&column(&|e| e.rms_mean_error), 2),
                         mean_sd_cell(&column(&|e| e.max_mean_error), 2),
@@ -925,6 +941,7 @@ impl CcadlMnistReport {
                         mean_sd_cell(&column(&|e| e.pair_mean_error[1]), 2),
                         mean_sd_cell(&column(&|e| e.pair_sd_ratio[0]), 2),
                         mean_sd_cell(&column(&|e| e.pair_sd_ratio[1]), 2),
+                        mean_sd_cell(&xi, 2),
                     );
                 }
             }
