@@ -74,14 +74,10 @@ fn cli_writes_report_tables_and_figures() {
         assert!(out.join(file).is_file(), "{file} missing");
     }
 
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
-        .args(["experiment", "ccadl-mnist"])
-        .arg(dir.path().join("missing"))
-        .arg("--out")
-        .arg(dir.path().join("out2"))
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("train-images-idx3-ubyte"), "{stderr}");
+    // A missing DATA_DIR: a one-line error naming the file, no panic.
+    common::assert_command_fails_with(
+        &["experiment", "ccadl-mnist", "missing", "--out", "out2"],
+        dir.path(),
+        &["train-images-idx3-ubyte"],
+    );
 }

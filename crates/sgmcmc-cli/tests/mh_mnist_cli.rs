@@ -54,14 +54,10 @@ fn cli_writes_report_and_tables() {
             .contains("### Methods")
     );
 
-    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_sgmcmc"))
-        .args(["experiment", "mh-mnist"])
-        .arg(dir.path().join("missing"))
-        .arg("--out")
-        .arg(dir.path().join("out2"))
-        .output()
-        .unwrap();
-    assert!(!bad.status.success());
-    let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("train-images-idx3-ubyte.gz"), "{stderr}");
+    // A missing DATA_DIR: a one-line error naming the file, no panic.
+    common::assert_command_fails_with(
+        &["experiment", "mh-mnist", "missing", "--out", "out2"],
+        dir.path(),
+        &["train-images-idx3-ubyte.gz"],
+    );
 }

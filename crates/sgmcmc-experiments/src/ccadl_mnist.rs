@@ -113,10 +113,10 @@ impl CcadlMnistSettings {
     /// Check every setting; the message names the bad one.
     pub fn validate(&self) -> Result<(), CcadlMnistError> {
         let bad = |why: String| Err(CcadlMnistError::Setting(why));
-        if self.projection_dim < 2 || self.projection_dim > 784 {
+        if !(PAIR[1] + 1..=784).contains(&self.projection_dim) {
             return bad(format!(
-                "the projection dimension must be in 2..=784 (w2 and w5 need at least 5 for the \
-                 marginal figure), got {}",
+                "the projection dimension must be in {}..=784 (the marginals of w2 and w5), got {}",
+                PAIR[1] + 1,
                 self.projection_dim
             ));
         }
@@ -567,12 +567,14 @@ struct Trace<'a, 't, S> {
 
 impl<S: Sampler> Trace<'_, '_, S> {
     fn record(&mut self, theta: &[f64]) {
-        let n = self.iterations.max(1) as f64;
-        for (a, s) in self.average.iter_mut().zip(&self.sum) {
-            *a = s / n;
-        }
+        // At the start (no iteration yet) the average is θ₀ itself.
         if self.iterations == 0 {
             self.average.copy_from_slice(theta);
+        } else {
+            let n = self.iterations as f64;
+            for (a, s) in self.average.iter_mut().zip(&self.sum) {
+                *a = s / n;
+            }
         }
         let at_mean = self.test.log_lik(&self.average);
         self.at_mean.push(at_mean);
@@ -735,13 +737,6 @@ pub fn run(
 ) -> Result<CcadlMnistReport, CcadlMnistError> {
     let started = Instant::now();
     settings.validate()?;
-    if settings.projection_dim <= PAIR[1] {
-        return Err(CcadlMnistError::Setting(format!(
-            "the projection dimension must be at least {} for the marginals of w2 and w5, got {}",
-            PAIR[1] + 1,
-            settings.projection_dim
-        )));
-    }
     let data = load(settings)?;
     let s = &data.summary;
     let n_data = s.train_sevens + s.train_nines;
