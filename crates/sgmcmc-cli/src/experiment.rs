@@ -121,11 +121,14 @@ pub enum Experiment {
         #[arg(long, default_value_t = 2500)]
         reference_draws: usize,
     },
-    /// Tuning-free coreset paper Fig. 1: Hot DoG (r = 1e-3, hot-start test) against ADAM at learning rates 10^k, k = -3..1, for M in {100, 500, 1000}, K = 2, S = M, on the Gaussian location model (d = 20, N = 10,000; exact kernel) and, with --bike-sharing DIR, Poisson regression on the bike-sharing data (slice sampler, Stan reference); final average squared z-score, median over trials, beside the untrained coreset.
+    /// Tuning-free coreset paper: Fig. 1 (--study fig1: Hot DoG, r = 1e-3 with the hot-start test, against ADAM at learning rates 10^k, k = -3..1, beside the untrained coreset), the hot-start ablation and r sweep (--study hot-start: Figs. 4 and 6) or the other learning-rate-free methods (--study methods: DoG, DoWG, prodigy, D-Adaptation SGD and ADAM, each with and without the test; Figs. 3 and 7); M in {100, 500, 1000}, K = 2, S = M. Problems: the Gaussian location model (d = 20, N = 10,000; exact kernel), and with their flags the sparse regression (N = 50,000; Gibbs), Poisson regression on the bike-sharing data (slice sampler, Stan reference) and Bradley-Terry on the NBA games (slice sampler, NUTS reference); final average squared z-score, median over trials.
     CoresetFig1 {
         /// Output directory: report.json and tables.md.
         #[arg(long, default_value = "coreset_fig1_out")]
         out: PathBuf,
+        /// Which comparison: fig1, hot-start or methods.
+        #[arg(long, default_value = "fig1")]
+        study: coreset_fig1::Study,
         /// Optimisation iterations per run (the paper: 200,000).
         #[arg(long, default_value_t = 200_000)]
         iterations: usize,
@@ -138,21 +141,51 @@ pub enum Experiment {
         /// ADAM's learning rates alpha_0.
         #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,1,10")]
         learning_rates: Vec<f64>,
-        /// Hot DoG's initial step r.
+        /// Hot DoG's initial step r (the method the others are compared with).
         #[arg(long, default_value_t = 1e-3)]
         hot_dog_r: f64,
+        /// The r values of the hot-start study (Hot DoG) and of the methods study (DoG, DoWG); the paper's grid 10^k, k = -3..1.
+        #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.1,1,10")]
+        r_values: Vec<f64>,
+        /// prodigy's and D-Adaptation SGD's initial lower bound d0 (methods study).
+        #[arg(long, default_value_t = 1e-6)]
+        d0: f64,
         /// Master seed of the runs (trial t uses seed + t).
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Seed of the synthetic Gaussian data.
+        /// Seed of the synthetic data (Gaussian location, sparse regression).
         #[arg(long, default_value_t = 2024)]
         data_seed: u64,
+        /// Leave out the Gaussian location problem.
+        #[arg(long)]
+        no_gaussian: bool,
+        /// Add the sparse regression (50,000 synthetic points, Gibbs kernel).
+        #[arg(long)]
+        sparse_regression: bool,
+        /// Rows of the sparse regression's synthetic data (the paper: 50,000).
+        #[arg(long, default_value_t = 50_000)]
+        sparse_rows: usize,
+        /// Sparse regression reference: full-data Gibbs chains.
+        #[arg(long, default_value_t = 4)]
+        gibbs_chains: usize,
+        /// Sparse regression reference: sweeps per chain (the first half discarded).
+        #[arg(long, default_value_t = 50_000)]
+        gibbs_sweeps: usize,
         /// The bike-sharing directory (poisson_reg.csv and the Stan moments): adds the Poisson problem.
         #[arg(long)]
         bike_sharing: Option<PathBuf>,
-        /// Leave out the Gaussian location problem (e.g. to run the Poisson one alone).
+        /// The NBA games directory (games.csv.gz): adds Bradley-Terry, with a NUTS reference.
         #[arg(long)]
-        no_gaussian: bool,
+        nba: Option<PathBuf>,
+        /// Bradley-Terry reference: NUTS chains.
+        #[arg(long, default_value_t = 4)]
+        nuts_chains: usize,
+        /// Bradley-Terry reference: NUTS warm-up iterations per chain.
+        #[arg(long, default_value_t = 1000)]
+        nuts_warmup: usize,
+        /// Bradley-Terry reference: NUTS draws per chain.
+        #[arg(long, default_value_t = 2500)]
+        nuts_draws: usize,
     },
     /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
     MambaLogreg {
@@ -763,24 +796,39 @@ pub fn run(which: Experiment) -> Result<()> {
         }
         Experiment::CoresetFig1 {
             out,
+            study,
             iterations,
             trials,
             sizes,
             learning_rates,
             hot_dog_r,
+            r_values,
+            d0,
             seed,
             data_seed,
-            bike_sharing,
             no_gaussian,
+            sparse_regression,
+            sparse_rows,
+            gibbs_chains,
+            gibbs_sweeps,
+            bike_sharing,
+            nba,
+            nuts_chains,
+            nuts_warmup,
+            nuts_draws,
         } => {
             let settings = CoresetFig1Settings {
+                study,
                 sizes,
                 learning_rates,
                 hot_dog_r,
+                r_values,
+                d0,
                 iterations,
                 trials,
                 seed,
             };
+            settings.validate().map_err(anyhow::Error::msg)?;
             std::fs::create_dir_all(&out)
                 .with_context(|| format!("cannot create {}", out.display()))?;
             let mut problems = Vec::new();
@@ -790,12 +838,35 @@ pub fn run(which: Experiment) -> Result<()> {
                         .map_err(anyhow::Error::msg)?,
                 );
             }
+            if sparse_regression {
+                let reference = coreset_fig1::GibbsReference {
+                    chains: gibbs_chains,
+                    sweeps: gibbs_sweeps,
+                    ..Default::default()
+                };
+                let problem = Problem::sparse_regression(sparse_rows, data_seed, &reference)
+                    .map_err(anyhow::Error::msg)?;
+                outln!("{}: reference by {}", problem.name, problem.reference);
+                problems.push(problem);
+            }
             if let Some(dir) = &bike_sharing {
                 problems.push(Problem::bike_sharing_poisson(dir).map_err(anyhow::Error::msg)?);
             }
+            if let Some(dir) = &nba {
+                let nuts = sgmcmc::reference::NutsSettings {
+                    chains: nuts_chains,
+                    warmup: nuts_warmup,
+                    draws: nuts_draws,
+                    seed: 2024,
+                    ..sgmcmc::reference::NutsSettings::default()
+                };
+                let problem = Problem::nba_bradley_terry(dir, &nuts).map_err(anyhow::Error::msg)?;
+                outln!("{}: reference by {}", problem.name, problem.reference);
+                problems.push(problem);
+            }
             anyhow::ensure!(
                 !problems.is_empty(),
-                "no problem left: drop --no-gaussian or give --bike-sharing DIR"
+                "no problem left: drop --no-gaussian or add --sparse-regression, --bike-sharing DIR or --nba DIR"
             );
             let started = Instant::now();
             let report = coreset_fig1::run(&problems, &settings, &|line| {

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, OptimiserChoice, Problem};
+use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, OptimiserKind, Problem};
 use std::path::Path;
 
 fn write(dir: &Path, text: &str) {
@@ -197,13 +197,13 @@ fn hot_dog_matches_the_best_adam_on_the_gaussian_location_model() {
     let hot = report
         .cells
         .iter()
-        .find(|c| matches!(c.optimiser, OptimiserChoice::HotDog { .. }))
+        .find(|c| c.optimiser.is_hot_dog())
         .unwrap()
         .median;
     let adam: Vec<f64> = report
         .cells
         .iter()
-        .filter(|c| matches!(c.optimiser, OptimiserChoice::Adam { .. }))
+        .filter(|c| matches!(c.optimiser.kind, OptimiserKind::Adam { .. }))
         .map(|c| c.median)
         .collect();
     let best = adam.iter().copied().fold(f64::INFINITY, f64::min);
@@ -253,5 +253,107 @@ fn poisson_coreset_against_the_stan_reference() {
     assert!(
         trained < 0.2 * untrained,
         "trained {trained} vs untrained {untrained}"
+    );
+}
+
+/// `sgmcmc experiment coreset-fig1` with a study and the sparse regression: every flag reaches
+/// the report (settings, the Gibbs reference's chains and sweeps, the optimisers), and an
+/// unknown study or a negative r is a clear error. Broken once: `d0` dropped from the CLI's
+/// settings (the default 1e-6 used): the test failed on d0 (1e-6 against 1e-5).
+#[test]
+fn coreset_study_flags_reach_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::sgmcmc(
+        &[
+            "experiment",
+            "coreset-fig1",
+            "--study",
+            "hot-start",
+            "--no-gaussian",
+            "--sparse-regression",
+            "--sparse-rows",
+            "2000",
+            "--gibbs-chains",
+            "2",
+            "--gibbs-sweeps",
+            "300",
+            "--sizes",
+            "50",
+            "--iterations",
+            "200",
+            "--trials",
+            "2",
+            "--r-values",
+            "0.01",
+            "--learning-rates",
+            "1",
+            "--hot-dog-r",
+            "0.01",
+            "--d0",
+            "0.00001",
+            "--seed",
+            "4",
+            "--out",
+            "out",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/report.json")).unwrap())
+            .unwrap();
+    let s = &report["settings"];
+    assert_eq!(s["study"], "HotStart");
+    assert_eq!(s["sizes"], serde_json::json!([50]));
+    assert_eq!(s["iterations"], 200);
+    assert_eq!(s["trials"], 2);
+    assert_eq!(s["r_values"], serde_json::json!([0.01]));
+    assert_eq!(s["learning_rates"], serde_json::json!([1.0]));
+    assert_eq!(s["hot_dog_r"], 0.01);
+    assert_eq!(s["d0"], 1e-5);
+    assert_eq!(s["seed"], 4);
+    let problem = &report["problems"][0];
+    assert!(
+        problem["name"].as_str().unwrap().contains("N = 2000"),
+        "{problem}"
+    );
+    assert!(
+        problem["reference"]
+            .as_str()
+            .unwrap()
+            .contains("2 chains × 300 sweeps"),
+        "{problem}"
+    );
+    // Hot DoG at r = 0.01 with and without the test, ADAM at α₀ = 1.
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    assert!(
+        cells
+            .iter()
+            .all(|c| c["final_metric"].as_array().unwrap().len() == 2)
+    );
+    let unknown = common::sgmcmc(
+        &["experiment", "coreset-fig1", "--study", "fig7"],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        !unknown.status.success() && stderr.contains("fig1, hot-start or methods"),
+        "{stderr}"
+    );
+    common::assert_command_fails_with(
+        &[
+            "experiment",
+            "coreset-fig1",
+            "--study",
+            "methods",
+            "--r-values=-1",
+        ],
+        dir.path(),
+        &["every r value must be finite and > 0"],
     );
 }

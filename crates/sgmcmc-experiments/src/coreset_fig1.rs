@@ -3,9 +3,15 @@
 //! for M ∈ {100, 500, 1000}, K = 2 chains, S = M; the final average squared z-score (median over
 //! trials), beside the untrained coreset (w = N/M throughout).
 //!
-//! Problems: the Gaussian location model (d = 20, N = 10,000 synthetic, the exact AR(1) kernel,
-//! closed-form reference) and Poisson regression with the softplus link on the bike-sharing data
-//! (slice sampler, the shipped Stan moments).
+//! [`Study`] picks the comparison: Fig. 1 (above), the hot-start ablation with the r sweep
+//! (Figs. 4 and 6) or the other learning-rate-free methods (Figs. 3 and 7).
+//!
+//! Problems (reference §7.9): the Gaussian location model (d = 20, N = 10,000 synthetic, the
+//! exact AR(1) kernel, closed-form reference); the sparse regression (N = 50,000 synthetic,
+//! the Gibbs kernel, reference from a long full-data Gibbs run); Poisson regression with the
+//! softplus link on the bike-sharing data (slice sampler, the shipped Stan moments); and
+//! Bradley–Terry on the NBA games (slice sampler, reference from NUTS on the full data). The
+//! paper's linear and logistic regressions need flight data that is not shipped.
 //!
 //! Every (problem, M, trial) uses one coreset and one set of chain starts for all optimisers
 //! (paired comparison); runs go in parallel on rayon, each single-threaded and seeded by its
@@ -14,13 +20,23 @@
 use rayon::prelude::*;
 use serde::Serialize;
 use sgmcmc::coreset::{
-    Adam, Coreset, CoresetKernel, CoresetSettings, ExactGaussianKernel, HotDog, HotStartSettings,
-    SliceKernel, SliceSettings, SubsampleScheme, WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
+    Adam, Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, Dog, Dowg, ExactGaussianKernel,
+    HotDog, HotStartSettings, Prodigy, SliceKernel, SliceSettings, SparseGibbsKernel,
+    SubsampleScheme, WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
 };
-use sgmcmc::data::{Features, Matrix, load_bike_sharing, load_bike_sharing_reference};
-use sgmcmc::model::{GaussianModel, Glm, Model, NormalPrior, Poisson, PoissonLink};
+use sgmcmc::data::{
+    Features, Matrix, load_bike_sharing, load_bike_sharing_reference, load_nba_games,
+};
+use sgmcmc::diagnostics::{ess_bulk, rhat};
+use sgmcmc::model::{
+    BradleyTerry, DataIndex, GaussianModel, Glm, Model, NormalPrior, Poisson, PoissonLink,
+    SparseRegression,
+};
+use sgmcmc::reference::{NutsSettings, run_nuts};
 use sgmcmc::rng::{self, ChainRng, fill_standard_normal};
+use sgmcmc::runner::NoProgress;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Chains per run (the paper's K = 2).
@@ -36,6 +52,8 @@ pub struct Problem {
     pub mean: Vec<f64>,
     /// Reference posterior standard deviations.
     pub sd: Vec<f64>,
+    /// How the reference was obtained, with its diagnostics.
+    pub reference: String,
 }
 
 /// A problem's model, which fixes its kernel.
@@ -43,6 +61,9 @@ pub enum ProblemModel {
     /// The Gaussian location model with the exact AR(1) kernel (β = 0.8), chains started at an
     /// exact draw from π_w at w = N/M (the reference's start).
     ExactGaussian(GaussianModel),
+    /// The sparse regression with its Gibbs kernel (reference §7.7c), chains started at the
+    /// §7.9 start (OLS + N(0, I)).
+    Gibbs(Arc<SparseRegression>),
     /// Any model with the hit-and-run slice sampler (w = 10, p = 20, 3 passes), chains started
     /// at N(0, I) (the reference's start).
     Slice(Box<dyn Model>),
@@ -53,6 +74,7 @@ impl ProblemModel {
     pub fn model(&self) -> &dyn Model {
         match self {
             ProblemModel::ExactGaussian(m) => m,
+            ProblemModel::Gibbs(m) => m.as_ref(),
             ProblemModel::Slice(m) => m.as_ref(),
         }
     }
@@ -79,6 +101,57 @@ impl Problem {
             model: ProblemModel::ExactGaussian(model),
             mean,
             sd: vec![var.sqrt(); d],
+            reference: "closed form".into(),
+        })
+    }
+
+    /// The sparse regression of reference §7.9 on `n` synthetic points (the paper: 50,000)
+    /// from `data_seed`, with its reference from `reference`'s full-data Gibbs chains.
+    pub fn sparse_regression(
+        n: usize,
+        data_seed: u64,
+        reference: &GibbsReference,
+    ) -> Result<Self, String> {
+        let model = Arc::new(SparseRegression::synthetic(n, data_seed).map_err(|e| e.to_string())?);
+        let (mean, sd, summary) = reference.run(&model)?;
+        Ok(Self {
+            name: format!("sparse regression (p = {}, N = {n})", model.p()),
+            model: ProblemModel::Gibbs(model),
+            mean,
+            sd,
+            reference: summary,
+        })
+    }
+
+    /// Bradley–Terry (scale 400, prior N(0, I)) on the NBA games in `dir`, against a NUTS
+    /// reference on the full data.
+    pub fn nba_bradley_terry(dir: &Path, nuts: &NutsSettings) -> Result<Self, String> {
+        let data = load_nba_games(dir).map_err(|e| e.to_string())?;
+        let model = BradleyTerry::new(
+            data,
+            BradleyTerry::DEFAULT_SCALE,
+            NormalPrior::new(1.0).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        let r = run_nuts(&model, nuts, &NoProgress).map_err(|e| format!("NUTS reference: {e}"))?;
+        let reference = format!(
+            "NUTS, {} chains × ({} warm-up + {} draws), seed {}: max R-hat {:.4}, min bulk ESS \
+             {:.0}, {} divergences, {:.1} s",
+            nuts.chains,
+            nuts.warmup,
+            nuts.draws,
+            nuts.seed,
+            r.max_rhat(),
+            r.min_ess_bulk(),
+            r.divergences(),
+            r.seconds
+        );
+        Ok(Self {
+            name: format!("Bradley–Terry, NBA games (N = {})", model.num_data()),
+            mean: r.moments.mean.clone(),
+            sd: r.moments.sd.clone(),
+            model: ProblemModel::Slice(Box::new(model)),
+            reference,
         })
     }
 
@@ -109,6 +182,7 @@ impl Problem {
             model: ProblemModel::Slice(Box::new(model)),
             mean: reference.mean,
             sd: reference.sd,
+            reference: "the shipped Stan moments".into(),
         })
     }
 
@@ -137,6 +211,10 @@ impl Problem {
                             .map_err(|e| e.to_string())?;
                         Ok(Box::new(kernel))
                     }
+                    ProblemModel::Gibbs(model) => Ok(Box::new(
+                        SparseGibbsKernel::new(Arc::clone(model), rng)
+                            .map_err(|e| e.to_string())?,
+                    )),
                     ProblemModel::Slice(model) => {
                         let mut theta0 = vec![0.0; model.dim()];
                         fill_standard_normal(rng, &mut theta0);
@@ -151,15 +229,129 @@ impl Problem {
     }
 }
 
-/// One optimiser of the comparison.
+/// The sparse regression's reference (reference §7.8): the Gibbs sampler on all N points with
+/// w = 1, `chains` chains of `sweeps` sweeps each from the §7.9 start, the first half of each
+/// discarded; moments of (β, σ²) pooled over the kept halves. The paper: one chain of 200,000.
+#[derive(Debug, Clone, Serialize)]
+pub struct GibbsReference {
+    /// Independent chains (run in parallel).
+    pub chains: usize,
+    /// Sweeps per chain, half kept.
+    pub sweeps: usize,
+    /// Chain c uses stream (seed, c).
+    pub seed: u64,
+}
+
+impl Default for GibbsReference {
+    fn default() -> Self {
+        Self {
+            chains: 4,
+            sweeps: 50_000,
+            seed: 7,
+        }
+    }
+}
+
+impl GibbsReference {
+    /// (mean, sd, description with R-hat and bulk ESS) of (β, σ²) for `model`.
+    pub fn run(
+        &self,
+        model: &Arc<SparseRegression>,
+    ) -> Result<(Vec<f64>, Vec<f64>, String), String> {
+        if self.chains < 2 || self.sweeps < 4 {
+            return Err(format!(
+                "the Gibbs reference needs at least 2 chains of 4 sweeps, got {} of {}",
+                self.chains, self.sweeps
+            ));
+        }
+        let started = Instant::now();
+        let d = model.p() + 1;
+        let n = model.num_data();
+        let points: Vec<DataIndex> = (0..n as DataIndex).collect();
+        let weights = vec![1.0; n];
+        let kept = self.sweeps - self.sweeps / 2;
+        // Each chain's kept draws, coordinate-major (d columns of `kept`).
+        let columns: Vec<Vec<f64>> = (0..self.chains)
+            .into_par_iter()
+            .map(|c| -> Result<Vec<f64>, String> {
+                let mut rng = rng::stream(self.seed, c as u64);
+                let mut kernel = SparseGibbsKernel::new(Arc::clone(model), &mut rng)
+                    .map_err(|e| e.to_string())?;
+                let target = sgmcmc::coreset::CoresetPosterior {
+                    model: model.as_ref(),
+                    points: &points,
+                    weights: &weights,
+                };
+                let mut out = vec![0.0; d * kept];
+                for sweep in 0..self.sweeps {
+                    kernel.step(&target, &mut rng).map_err(|e| e.to_string())?;
+                    if let Some(k) = (sweep + kept).checked_sub(self.sweeps) {
+                        for (j, &v) in kernel.position().iter().enumerate() {
+                            out[j * kept + k] = v;
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut mean = Vec::with_capacity(d);
+        let mut sd = Vec::with_capacity(d);
+        let (mut max_rhat, mut min_ess) = (0.0f64, f64::INFINITY);
+        for j in 0..d {
+            let chains: Vec<&[f64]> = columns
+                .iter()
+                .map(|c| &c[j * kept..(j + 1) * kept])
+                .collect();
+            let all = chains.iter().flat_map(|c| c.iter());
+            let count = (self.chains * kept) as f64;
+            let m = all.clone().sum::<f64>() / count;
+            let v = all.map(|x| (x - m) * (x - m)).sum::<f64>() / (count - 1.0);
+            mean.push(m);
+            sd.push(v.sqrt());
+            max_rhat = max_rhat.max(rhat(&chains));
+            min_ess = min_ess.min(ess_bulk(&chains));
+        }
+        let summary = format!(
+            "full-data Gibbs, {} chains × {} sweeps (first half discarded), seed {}: max R-hat \
+             {max_rhat:.4}, min bulk ESS {min_ess:.0}, {:.1} s",
+            self.chains,
+            self.sweeps,
+            self.seed,
+            started.elapsed().as_secs_f64()
+        );
+        Ok((mean, sd, summary))
+    }
+}
+
+/// An optimiser of the comparison, without its hot-start gate.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub enum OptimiserChoice {
-    /// Hot DoG with its r.
+pub enum OptimiserKind {
+    /// Hot DoG (Algorithm 2) with its r.
     HotDog {
         /// Initial step r.
         r: f64,
     },
-    /// ADAM with γ_τ = α₀/√τ, no hot-start gate (as in the paper's Fig. 1).
+    /// DoG (Eq. 5) with its r.
+    Dog {
+        /// Initial distance r.
+        r: f64,
+    },
+    /// DoWG (Eq. 5) with its r.
+    Dowg {
+        /// Initial distance r.
+        r: f64,
+    },
+    /// prodigy ADAM with its initial lower bound d₀.
+    Prodigy {
+        /// d₀.
+        d0: f64,
+    },
+    /// D-Adaptation SGD (γ = 1) with its initial lower bound d₀.
+    DAdaptSgd {
+        /// d₀.
+        d0: f64,
+    },
+    /// ADAM with γ_τ = α₀/√τ.
     Adam {
         /// α₀.
         learning_rate: f64,
@@ -168,26 +360,177 @@ pub enum OptimiserChoice {
     Untrained,
 }
 
+/// One optimiser of the comparison and whether its training waits for the hot-start test
+/// (c = 0.5). The paper's Fig. 1 runs ADAM without the test, and Fig. 7 runs every method
+/// both ways.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct OptimiserChoice {
+    /// The optimiser.
+    pub kind: OptimiserKind,
+    /// Training starts only once the hot-start test passes.
+    pub hot_start: bool,
+}
+
 impl OptimiserChoice {
-    /// Label in tables.
-    pub fn label(&self) -> String {
-        match self {
-            OptimiserChoice::HotDog { r } => format!("Hot DoG (r = {r:e})"),
-            OptimiserChoice::Adam { learning_rate } => format!("ADAM α₀ = {learning_rate:e}"),
-            OptimiserChoice::Untrained => "untrained (w = N/M)".into(),
+    /// Hot DoG with its hot-start test: the paper's method.
+    pub fn hot_dog(r: f64) -> Self {
+        Self {
+            kind: OptimiserKind::HotDog { r },
+            hot_start: true,
         }
+    }
+
+    /// `kind` trained from the first iteration (no hot-start test).
+    pub fn cold(kind: OptimiserKind) -> Self {
+        Self {
+            kind,
+            hot_start: false,
+        }
+    }
+
+    /// Whether this is Hot DoG as the paper runs it (with the test).
+    pub fn is_hot_dog(&self) -> bool {
+        matches!(self.kind, OptimiserKind::HotDog { .. }) && self.hot_start
+    }
+
+    /// Label in tables; the hot-start gate is named where it departs from the paper's use
+    /// (on for Hot DoG, off for the others).
+    pub fn label(&self) -> String {
+        let base = match self.kind {
+            OptimiserKind::HotDog { r } => format!("Hot DoG r = {r:e}"),
+            OptimiserKind::Dog { r } => format!("DoG r = {r:e}"),
+            OptimiserKind::Dowg { r } => format!("DoWG r = {r:e}"),
+            OptimiserKind::Prodigy { d0 } => format!("prodigy d₀ = {d0:e}"),
+            OptimiserKind::DAdaptSgd { d0 } => format!("D-Adapt SGD d₀ = {d0:e}"),
+            OptimiserKind::Adam { learning_rate } => format!("ADAM α₀ = {learning_rate:e}"),
+            OptimiserKind::Untrained => return "untrained (w = N/M)".into(),
+        };
+        match (
+            matches!(self.kind, OptimiserKind::HotDog { .. }),
+            self.hot_start,
+        ) {
+            (true, false) => format!("{base}, no hot start"),
+            (false, true) => format!("{base}, hot start"),
+            _ => base,
+        }
+    }
+
+    /// The optimiser for `coreset`'s weights.
+    fn build(&self, coreset: &Coreset) -> Result<Box<dyn WeightOptimiser>, String> {
+        let w0 = coreset.weights.as_slice();
+        let e = |e: sgmcmc::coreset::OptimiserError| e.to_string();
+        Ok(match self.kind {
+            OptimiserKind::HotDog { r } => Box::new(HotDog::new(w0, r).map_err(e)?),
+            OptimiserKind::Dog { r } => Box::new(Dog::new(w0, r).map_err(e)?),
+            OptimiserKind::Dowg { r } => Box::new(Dowg::new(w0, r).map_err(e)?),
+            OptimiserKind::Prodigy { d0 } => Box::new(Prodigy::new(w0, d0).map_err(e)?),
+            OptimiserKind::DAdaptSgd { d0 } => {
+                Box::new(DAdaptSgd::new(w0, DAdaptSgd::DEFAULT_GAMMA, d0).map_err(e)?)
+            }
+            OptimiserKind::Adam { learning_rate } => {
+                Box::new(Adam::new(coreset.len(), learning_rate).map_err(e)?)
+            }
+            // Never stepped (no training iterations).
+            OptimiserKind::Untrained => Box::new(Adam::new(coreset.len(), 1.0).map_err(e)?),
+        })
+    }
+}
+
+/// Which of the paper's comparisons to run: the list of optimisers per (problem, M).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Study {
+    /// Fig. 1: Hot DoG (r = `hot_dog_r`) against ADAM at each learning rate, beside the
+    /// untrained coreset.
+    Fig1,
+    /// Figs. 4 and 6: Hot DoG at each r of `r_values`, with and without the hot-start test,
+    /// against ADAM at each learning rate (the best of which is "optimally tuned").
+    HotStart,
+    /// Figs. 3 and 7: Hot DoG against DoG and DoWG (each r of `r_values`), prodigy ADAM and
+    /// D-Adaptation SGD (d₀ = `d0`) and ADAM (each learning rate), each with and without the
+    /// hot-start test.
+    Methods,
+}
+
+impl std::str::FromStr for Study {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fig1" => Ok(Study::Fig1),
+            "hot-start" => Ok(Study::HotStart),
+            "methods" => Ok(Study::Methods),
+            _ => Err(format!(
+                "unknown study {s:?}: expected fig1, hot-start or methods"
+            )),
+        }
+    }
+}
+
+impl Study {
+    /// The optimisers this study compares, Hot DoG (r = `hot_dog_r`, hot start) first.
+    pub fn optimisers(&self, s: &CoresetFig1Settings) -> Vec<OptimiserChoice> {
+        let adam = |hot_start| {
+            s.learning_rates
+                .iter()
+                .map(move |&learning_rate| OptimiserChoice {
+                    kind: OptimiserKind::Adam { learning_rate },
+                    hot_start,
+                })
+        };
+        let mut list = vec![OptimiserChoice::hot_dog(s.hot_dog_r)];
+        match self {
+            Study::Fig1 => {
+                list.extend(adam(false));
+                list.push(OptimiserChoice::cold(OptimiserKind::Untrained));
+            }
+            Study::HotStart => {
+                for &r in &s.r_values {
+                    let hot = OptimiserChoice::hot_dog(r);
+                    list.push(hot);
+                    list.push(OptimiserChoice {
+                        hot_start: false,
+                        ..hot
+                    });
+                }
+                list.extend(adam(false));
+            }
+            Study::Methods => {
+                for hot_start in [false, true] {
+                    let with = |kind| OptimiserChoice { kind, hot_start };
+                    list.extend(s.r_values.iter().map(|&r| with(OptimiserKind::Dog { r })));
+                    list.extend(s.r_values.iter().map(|&r| with(OptimiserKind::Dowg { r })));
+                    list.push(with(OptimiserKind::Prodigy { d0: s.d0 }));
+                    list.push(with(OptimiserKind::DAdaptSgd { d0: s.d0 }));
+                    list.extend(adam(hot_start));
+                }
+            }
+        }
+        let mut unique: Vec<OptimiserChoice> = Vec::with_capacity(list.len());
+        for c in list {
+            if !unique.contains(&c) {
+                unique.push(c);
+            }
+        }
+        unique
     }
 }
 
 /// The experiment's settings (defaults: the paper's, except the trial count).
 #[derive(Debug, Clone, Serialize)]
 pub struct CoresetFig1Settings {
+    /// Which comparison to run.
+    pub study: Study,
     /// Coreset sizes M.
     pub sizes: Vec<usize>,
     /// ADAM's α₀ grid.
     pub learning_rates: Vec<f64>,
-    /// Hot DoG's r.
+    /// Hot DoG's r (the paper's method, against which the others are compared).
     pub hot_dog_r: f64,
+    /// The r values of the hot-start study (Hot DoG) and of the methods study (DoG, DoWG); the
+    /// paper's grid is 10ᵏ, k = −3..1 (its appendix A.1.2).
+    pub r_values: Vec<f64>,
+    /// prodigy's and D-Adaptation's initial lower bound d₀ (the paper: 10⁻⁶).
+    pub d0: f64,
     /// Optimisation iterations per run.
     pub iterations: usize,
     /// Trials per (problem, M, optimiser); tables give medians.
@@ -199,13 +542,53 @@ pub struct CoresetFig1Settings {
 impl Default for CoresetFig1Settings {
     fn default() -> Self {
         Self {
+            study: Study::Fig1,
             sizes: vec![100, 500, 1000],
             learning_rates: vec![1e-3, 1e-2, 1e-1, 1.0, 10.0],
             hot_dog_r: HotDog::DEFAULT_R,
+            r_values: vec![1e-3, 1e-2, 1e-1, 1.0, 10.0],
+            d0: DAdaptSgd::DEFAULT_D0,
             iterations: 200_000,
             trials: 3,
             seed: 1,
         }
+    }
+}
+
+impl CoresetFig1Settings {
+    /// Checks every setting before any run starts.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.trials == 0 || self.iterations == 0 {
+            return Err("trials and iterations must be at least 1".into());
+        }
+        if self.sizes.is_empty() || self.sizes.contains(&0) {
+            return Err(format!(
+                "coreset sizes must be a non-empty list of positive sizes, got {:?}",
+                self.sizes
+            ));
+        }
+        if self.study != Study::Fig1 && self.r_values.is_empty() {
+            return Err(format!(
+                "the {:?} study needs at least one r value",
+                self.study
+            ));
+        }
+        let positive = |what: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{what} must be finite and > 0, got {v}"))
+            }
+        };
+        positive("Hot DoG's r", self.hot_dog_r)?;
+        positive("d0", self.d0)?;
+        for &r in &self.r_values {
+            positive("every r value", r)?;
+        }
+        for &a in &self.learning_rates {
+            positive("every ADAM learning rate", a)?;
+        }
+        Ok(())
     }
 }
 
@@ -232,11 +615,22 @@ pub struct Fig1Cell {
     pub trace: Vec<(usize, f64)>,
 }
 
+/// A problem of the report and how its reference was obtained.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProblemInfo {
+    /// Name in tables.
+    pub name: String,
+    /// The reference's method and diagnostics.
+    pub reference: String,
+}
+
 /// The experiment's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct CoresetFig1Report {
     /// The settings.
     pub settings: CoresetFig1Settings,
+    /// The problems and their references.
+    pub problems: Vec<ProblemInfo>,
     /// One cell per (problem, M, optimiser).
     pub cells: Vec<Fig1Cell>,
     /// Wall-clock seconds.
@@ -245,12 +639,12 @@ pub struct CoresetFig1Report {
 
 fn settings_for(size: usize, iterations: usize, choice: OptimiserChoice) -> CoresetSettings {
     CoresetSettings {
-        train_iterations: if choice == OptimiserChoice::Untrained {
+        train_iterations: if choice.kind == OptimiserKind::Untrained {
             0
         } else {
             iterations
         },
-        draws: if choice == OptimiserChoice::Untrained {
+        draws: if choice.kind == OptimiserKind::Untrained {
             iterations * CHAINS
         } else {
             0
@@ -259,7 +653,7 @@ fn settings_for(size: usize, iterations: usize, choice: OptimiserChoice) -> Core
         scheme: SubsampleScheme::Uniform,
         newton_correction: false,
         hot_start: HotStartSettings {
-            enabled: matches!(choice, OptimiserChoice::HotDog { .. }),
+            enabled: choice.hot_start,
             ..HotStartSettings::default()
         },
         record_every: (iterations / 100).max(1),
@@ -288,15 +682,7 @@ fn run_trial(
     let mut init = rng::stream(seed, CHAINS as u64 + 1);
     let coreset = Coreset::uniform(model.num_data(), size, &mut init).map_err(|e| e.to_string())?;
     let mut kernels = problem.kernels(&coreset, &mut init)?;
-    let mut optimiser: Box<dyn WeightOptimiser> = match choice {
-        OptimiserChoice::HotDog { r } => {
-            Box::new(HotDog::new(&coreset.weights, r).map_err(|e| e.to_string())?)
-        }
-        OptimiserChoice::Adam { learning_rate } => {
-            Box::new(Adam::new(size, learning_rate).map_err(|e| e.to_string())?)
-        }
-        OptimiserChoice::Untrained => Box::new(Adam::new(size, 1.0).map_err(|e| e.to_string())?),
-    };
+    let mut optimiser = choice.build(&coreset)?;
     let mut tracker =
         ZScoreTracker::new(problem.mean.clone(), &problem.sd).map_err(|e| e.to_string())?;
     let run = run_coreset_mcmc(
@@ -340,20 +726,9 @@ pub fn run(
     settings: &CoresetFig1Settings,
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<CoresetFig1Report, String> {
-    if settings.trials == 0 || settings.iterations == 0 || settings.sizes.is_empty() {
-        return Err("trials, iterations and sizes must be non-empty".into());
-    }
+    settings.validate()?;
     let started = Instant::now();
-    let mut choices = vec![OptimiserChoice::HotDog {
-        r: settings.hot_dog_r,
-    }];
-    choices.extend(
-        settings
-            .learning_rates
-            .iter()
-            .map(|&learning_rate| OptimiserChoice::Adam { learning_rate }),
-    );
-    choices.push(OptimiserChoice::Untrained);
+    let choices = settings.study.optimisers(settings);
     let mut cells_spec = Vec::new();
     for (p, problem) in problems.iter().enumerate() {
         for &size in &settings.sizes {
@@ -410,19 +785,36 @@ pub fn run(
         .collect();
     Ok(CoresetFig1Report {
         settings: settings.clone(),
+        problems: problems
+            .iter()
+            .map(|p| ProblemInfo {
+                name: p.name.clone(),
+                reference: p.reference.clone(),
+            })
+            .collect(),
         cells: cells.into_iter().collect::<Result<_, _>>()?,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
 
-/// The tables: per problem, rows M, columns the optimisers (median final metric), and the ratio
-/// of Hot DoG to the best ADAM.
+/// The tables: per problem, rows M, columns the optimisers (median final metric) with the
+/// ratio of Hot DoG to the best ADAM; then each optimiser's median over Hot DoG's (the paper's
+/// Fig. 7 reads this ratio: above 1, Hot DoG is better).
 pub fn markdown(report: &CoresetFig1Report) -> String {
     let s = &report.settings;
     let mut out = format!(
-        "Final average squared z-score (median of {} trials, {} iterations, K = {CHAINS}, S = M).\n\n",
-        s.trials, s.iterations
+        "Study {:?}: final average squared z-score, median of {} trials (seeds {}..={}), {} \
+         iterations, K = {CHAINS}, S = M.\n\n",
+        s.study,
+        s.trials,
+        s.seed,
+        s.seed + s.trials as u64 - 1,
+        s.iterations
     );
+    for info in &report.problems {
+        out.push_str(&format!("- {}: {}\n", info.name, info.reference));
+    }
+    out.push('\n');
     let mut problems: Vec<&str> = report.cells.iter().map(|c| c.problem.as_str()).collect();
     problems.dedup();
     for problem in problems {
@@ -438,27 +830,36 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
                 labels.push(l);
             }
         }
-        out.push_str(&format!(
-            "### {problem}\n\n| M | {} | Hot DoG / best ADAM | best ADAM α₀ |\n|---|",
-            labels.join(" | ")
-        ));
-        out.push_str(&"---|".repeat(labels.len() + 2));
-        out.push('\n');
+        let header = |extra: &str| {
+            let mut h = format!("| M | {}{extra} |\n|---|", labels.join(" | "));
+            h.push_str(&"---|".repeat(labels.len() + extra.matches('|').count()));
+            h.push('\n');
+            h
+        };
+        out.push_str(&format!("### {problem}\n\nMedian final metric:\n\n"));
+        out.push_str(&header(" | Hot DoG / best ADAM | best ADAM α₀"));
+        let mut ratios = format!(
+            "\nMedian over Hot DoG's (r = {:e}, hot start); above 1, Hot DoG is better:\n\n",
+            s.hot_dog_r
+        );
+        ratios.push_str(&header(""));
         for &size in &s.sizes {
             let row: Vec<&&Fig1Cell> = cells.iter().filter(|c| c.size == size).collect();
             let hot = row
                 .iter()
-                .find(|c| matches!(c.optimiser, OptimiserChoice::HotDog { .. }));
+                .find(|c| c.optimiser == OptimiserChoice::hot_dog(s.hot_dog_r));
             let best_adam = row
                 .iter()
-                .filter(|c| matches!(c.optimiser, OptimiserChoice::Adam { .. }))
+                .filter(|c| {
+                    !c.optimiser.hot_start && matches!(c.optimiser.kind, OptimiserKind::Adam { .. })
+                })
                 .min_by(|a, b| a.median.total_cmp(&b.median));
             let values: Vec<String> = row.iter().map(|c| format!("{:.3e}", c.median)).collect();
             let (ratio, best) = match (hot, best_adam) {
                 (Some(h), Some(b)) => (
                     format!("{:.2}", h.median / b.median),
-                    match b.optimiser {
-                        OptimiserChoice::Adam { learning_rate } => format!("{learning_rate:e}"),
+                    match b.optimiser.kind {
+                        OptimiserKind::Adam { learning_rate } => format!("{learning_rate:e}"),
                         _ => String::new(),
                     },
                 ),
@@ -468,7 +869,15 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
                 "| {size} | {} | {ratio} | {best} |\n",
                 values.join(" | ")
             ));
+            if let Some(h) = hot {
+                let relative: Vec<String> = row
+                    .iter()
+                    .map(|c| format!("{:.3}", c.median / h.median))
+                    .collect();
+                ratios.push_str(&format!("| {size} | {} |\n", relative.join(" | ")));
+            }
         }
+        out.push_str(&ratios);
         out.push('\n');
     }
     out

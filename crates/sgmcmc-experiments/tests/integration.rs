@@ -5,6 +5,7 @@
 
 mod ccadl_mnist_experiment;
 mod common;
+mod coreset_studies;
 mod mh_mixture_experiment;
 mod mh_mnist_experiment;
 mod normal_gamma_experiment;

@@ -398,6 +398,15 @@ impl Model for SparseRegression {
         grad[self.p] += weight * -0.5 * (batch.len() as f64 * inv - sum_r2 * inv * inv);
     }
 
+    /// β = 0 and σ² = the mean of y² (the residual variance at β = 0), at least 1: σ² is not
+    /// transformed, and the default θ = 0 puts σ² = 0 outside the support (log density −∞).
+    fn map_start(&self) -> Vec<f64> {
+        let mut start = vec![0.0; self.p + 1];
+        let mean_square = self.y.iter().map(|y| y * y).sum::<f64>() / self.y.len() as f64;
+        start[self.p] = mean_square.max(1.0);
+        start
+    }
+
     /// σ² ~ InvGamma(ν/2, νλ/2), γ_i ~ Bernoulli(q), β_i ~ N(0, τ_i²).
     fn sample_prior(&self, rng: &mut ChainRng, out: &mut [f64]) -> Result<(), ModelError> {
         let a = 0.5 * self.settings.nu;
