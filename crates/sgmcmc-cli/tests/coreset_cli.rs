@@ -211,7 +211,11 @@ fn hot_dog_matches_the_best_adam_on_the_gaussian_location_model() {
     assert!(hot <= 3.0 * best, "Hot DoG {hot} vs best ADAM {best}");
     assert!(hot * 100.0 < worst, "Hot DoG {hot} vs worst ADAM {worst}");
     let table = coreset_fig1::markdown(&report);
-    assert!(table.contains("| 1000 |"), "{table}");
+    assert!(table.contains(" M = 1000 | / Hot DoG |"), "{table}");
+    assert!(
+        table.contains("| Hot DoG / best ADAM (its α₀) |"),
+        "{table}"
+    );
 }
 
 /// The bike-sharing Poisson regression from the run file with the shipped Stan moments as the

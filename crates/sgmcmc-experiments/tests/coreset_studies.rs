@@ -82,7 +82,14 @@ fn the_hot_start_gate_reaches_every_run() {
     }
     let table = coreset_fig1::markdown(&report);
     assert!(table.contains("Hot DoG r = 1e-2, no hot start"), "{table}");
-    assert!(table.contains("above 1, Hot DoG is better"), "{table}");
+    assert!(table.contains("above 1 when Hot DoG is better"), "{table}");
+    // Hot DoG's own row is its median over itself.
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("| Hot DoG r = 1e-3 |") && l.ends_with("| 1.000 |")),
+        "{table}"
+    );
 }
 
 /// The Gibbs reference of the sparse regression against NUTS on the same posterior (γ summed
