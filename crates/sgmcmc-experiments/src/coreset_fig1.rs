@@ -27,7 +27,7 @@ use sgmcmc::coreset::{
 use sgmcmc::data::{
     Features, Matrix, load_bike_sharing, load_bike_sharing_reference, load_nba_games,
 };
-use sgmcmc::diagnostics::{ess_bulk, rhat};
+use sgmcmc::diagnostics::summarize;
 use sgmcmc::model::{
     BradleyTerry, DataIndex, GaussianModel, Glm, Model, NormalPrior, Poisson, PoissonLink,
     SparseRegression,
@@ -302,14 +302,11 @@ impl GibbsReference {
                 .iter()
                 .map(|c| &c[j * kept..(j + 1) * kept])
                 .collect();
-            let all = chains.iter().flat_map(|c| c.iter());
-            let count = (self.chains * kept) as f64;
-            let m = all.clone().sum::<f64>() / count;
-            let v = all.map(|x| (x - m) * (x - m)).sum::<f64>() / (count - 1.0);
-            mean.push(m);
-            sd.push(v.sqrt());
-            max_rhat = max_rhat.max(rhat(&chains));
-            min_ess = min_ess.min(ess_bulk(&chains));
+            let summary = summarize(&chains);
+            mean.push(summary.mean);
+            sd.push(summary.sd);
+            max_rhat = max_rhat.max(summary.rhat);
+            min_ess = min_ess.min(summary.ess_bulk);
         }
         let summary = format!(
             "full-data Gibbs, {} chains × {} sweeps (first half discarded), seed {}: max R-hat \
