@@ -20,9 +20,9 @@
 use rayon::prelude::*;
 use serde::Serialize;
 use sgmcmc::coreset::{
-    Adam, Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, Dog, Dowg, ExactGaussianKernel,
-    HotDog, HotStartSettings, Prodigy, SliceKernel, SliceSettings, SparseGibbsKernel,
-    SubsampleScheme, WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
+    Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, ExactGaussianKernel, HotDog,
+    HotStartSettings, SliceKernel, SliceSettings, SparseGibbsKernel, SubsampleScheme,
+    WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
 };
 use sgmcmc::data::{
     Features, Matrix, load_bike_sharing, load_bike_sharing_reference, load_nba_games,
@@ -35,6 +35,8 @@ use sgmcmc::model::{
 use sgmcmc::reference::{NutsSettings, run_nuts};
 use sgmcmc::rng::{self, ChainRng, fill_standard_normal};
 use sgmcmc::runner::NoProgress;
+use sgmcmc_runfile::config::coreset::OptimiserConfig;
+use sgmcmc_runfile::pipeline::build_optimiser;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -412,24 +414,32 @@ impl OptimiserChoice {
         }
     }
 
-    /// The optimiser for `coreset`'s weights.
+    /// The run file's optimiser table for this choice (an untrained coreset's optimiser is
+    /// never stepped: ADAM at α₀ = 1 stands in).
+    pub fn config(&self) -> OptimiserConfig {
+        match self.kind {
+            OptimiserKind::HotDog { r } => OptimiserConfig::HotDog {
+                r,
+                reference_d_correction: false,
+            },
+            OptimiserKind::Dog { r } => OptimiserConfig::Dog { r },
+            OptimiserKind::Dowg { r } => OptimiserConfig::Dowg {
+                r,
+                keep_r0_in_max: false,
+            },
+            OptimiserKind::Prodigy { d0 } => OptimiserConfig::Prodigy { d0 },
+            OptimiserKind::DAdaptSgd { d0 } => OptimiserConfig::DadaptSgd {
+                gamma: DAdaptSgd::DEFAULT_GAMMA,
+                d0,
+            },
+            OptimiserKind::Adam { learning_rate } => OptimiserConfig::Adam { learning_rate },
+            OptimiserKind::Untrained => OptimiserConfig::Adam { learning_rate: 1.0 },
+        }
+    }
+
+    /// The optimiser for `coreset`'s weights, built as a run file's `[coreset.optimiser]`.
     fn build(&self, coreset: &Coreset) -> Result<Box<dyn WeightOptimiser>, String> {
-        let w0 = coreset.weights.as_slice();
-        let e = |e: sgmcmc::coreset::OptimiserError| e.to_string();
-        Ok(match self.kind {
-            OptimiserKind::HotDog { r } => Box::new(HotDog::new(w0, r).map_err(e)?),
-            OptimiserKind::Dog { r } => Box::new(Dog::new(w0, r).map_err(e)?),
-            OptimiserKind::Dowg { r } => Box::new(Dowg::new(w0, r).map_err(e)?),
-            OptimiserKind::Prodigy { d0 } => Box::new(Prodigy::new(w0, d0).map_err(e)?),
-            OptimiserKind::DAdaptSgd { d0 } => {
-                Box::new(DAdaptSgd::new(w0, DAdaptSgd::DEFAULT_GAMMA, d0).map_err(e)?)
-            }
-            OptimiserKind::Adam { learning_rate } => {
-                Box::new(Adam::new(coreset.len(), learning_rate).map_err(e)?)
-            }
-            // Never stepped (no training iterations).
-            OptimiserKind::Untrained => Box::new(Adam::new(coreset.len(), 1.0).map_err(e)?),
-        })
+        build_optimiser(&self.config(), coreset).map_err(|e| e.to_string())
     }
 }
 

@@ -44,7 +44,8 @@ pub mod resume;
 mod tune;
 
 pub use coreset::{
-    CoresetCheckpointing, CoresetModel, CoresetOutcome, run_coreset, run_coreset_file,
+    CoresetCheckpointing, CoresetModel, CoresetOutcome, build_optimiser, run_coreset,
+    run_coreset_file,
 };
 pub use default_path::DefaultPathReport;
 pub use evaluation::{

@@ -95,7 +95,8 @@ fn prepare_checkpoints(
         .map_err(file_error(CORESET_STATE, "cannot read"))
 }
 
-fn build_optimiser(
+/// The weight optimiser `cfg` for `coreset`'s weights.
+pub fn build_optimiser(
     cfg: &OptimiserConfig,
     coreset: &Coreset,
 ) -> Result<Box<dyn WeightOptimiser>, PipelineError> {
