@@ -564,6 +564,10 @@ pub fn markdown(report: &MambaLogregReport) -> String {
             .collect();
         let _ = writeln!(s, "| {} | {} |", r.sampler, cells.join(" | "));
     }
+    if !report.samplers.iter().any(super::has_baselines) {
+        s.push_str(&super::curve_table(&report.samplers, "KSD"));
+        return s;
+    }
     let _ = writeln!(
         s,
         "\n**MAMBA-KSD's mean KSD below both baselines'**: {} of {} samplers (the paper's KSD \
@@ -601,6 +605,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
                 .join(", ")
         );
     }
+    s.push_str(&super::curve_table(&report.samplers, "KSD"));
     s.push_str(&super::timing_table(&report.samplers));
     s.push_str(&super::rank_check_table(&report.samplers));
     s

@@ -837,6 +837,58 @@ pub fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> f64 {
     (values.map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64).sqrt()
 }
 
+/// The curves as a table (the numbers behind the SVG): per sampler and method, the mean ± 2 sd
+/// over the final runs of `metric` at each checkpoint (runs with a non-finite value there are
+/// left out and counted).
+pub fn curve_table<R>(samplers: &[SamplerResult<R>], metric: &str) -> String {
+    let Some(seconds) = samplers
+        .iter()
+        .flat_map(|r| &r.methods)
+        .map(|m| &m.curve.seconds)
+        .next()
+    else {
+        return String::new();
+    };
+    let mut s = format!(
+        "\n**{metric} against time** (the paper's figure: mean ± 2 sd over the final runs at each \
+         checkpoint; [k] = runs left out as non-finite):\n\n| sampler | method |"
+    );
+    for t in seconds {
+        s.push_str(&format!(" {} s |", fmt_num(*t)));
+    }
+    s.push_str(&format!("\n|---|---|{}\n", "---|".repeat(seconds.len())));
+    for r in samplers {
+        for m in &r.methods {
+            s.push_str(&format!("| {} | {} |", r.sampler, m.method));
+            for k in 0..m.curve.seconds.len() {
+                let at: Vec<f64> = m
+                    .curve
+                    .runs
+                    .iter()
+                    .filter_map(|run| run.get(k).copied())
+                    .collect();
+                let finite: Vec<f64> = at.iter().copied().filter(|x| x.is_finite()).collect();
+                let left_out = at.len() - finite.len();
+                let cell = if finite.is_empty() {
+                    "inf".to_string()
+                } else {
+                    let mean = finite.iter().sum::<f64>() / finite.len() as f64;
+                    let sd = sample_sd(finite.iter().copied());
+                    format!("{} ± {}", fmt_num(mean), fmt_num(2.0 * sd))
+                };
+                let note = if left_out > 0 {
+                    format!(" [{left_out}]")
+                } else {
+                    String::new()
+                };
+                s.push_str(&format!(" {cell}{note} |"));
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
 /// The curves as an SVG figure: one panel per sampler, one series per method (mean ± 2 sd
 /// over the final runs, the paper's Figures 1–3). Methods whose curve has no drawable point
 /// (every run diverged) are left out and named in the returned list.
@@ -941,6 +993,14 @@ fn ranks(x: &[f64]) -> Vec<f64> {
         i = j + 1;
     }
     r
+}
+
+/// Whether `r` has MAMBA-KSD and both baselines (not, e.g., a `--fssd-only` run), so that
+/// [`beats_baselines`] has something to compare.
+pub fn has_baselines<R>(r: &SamplerResult<R>) -> bool {
+    ["MAMBA-KSD", "grid search", "heuristic"]
+        .iter()
+        .all(|name| r.methods.iter().any(|m| m.method == *name))
 }
 
 /// Whether MAMBA-KSD's value (as `value` reads a method) is below both baselines'.
@@ -1065,6 +1125,9 @@ pub fn beats_summary<R>(
 ) -> String {
     use std::fmt::Write;
     let mut s = String::new();
+    if !samplers.iter().any(has_baselines) {
+        return s;
+    }
     let _ = writeln!(
         s,
         "**MAMBA-KSD's mean {metric} below both baselines'**: {} of {} samplers.\n",
@@ -1224,6 +1287,46 @@ mod tests {
             let want = ksd(&kept, &scores.scores(&kept), dim, &imq).unwrap().ksd;
             assert!((got - want).abs() <= 1e-12 * want, "{window:?}");
         }
+    }
+
+    /// The curve table gives mean ± 2 sd over the finite runs at each checkpoint and counts
+    /// the runs it leaves out.
+    #[test]
+    fn curve_table_gives_mean_and_two_sd_of_the_finite_runs() {
+        let method = MethodResult {
+            method: "MAMBA-KSD".to_string(),
+            settings: ArmSettings {
+                sampler: sampler_settings(0).unwrap().0,
+                gradient: sgmcmc::settings::EstimatorSettings::default(),
+                values: Vec::new(),
+            },
+            choice: String::new(),
+            tune_seconds: 0.0,
+            mean: (),
+            primary_sd: 0.0,
+            runs: vec![(), (), ()],
+            curve: Curve {
+                seconds: vec![1.0, 2.0],
+                runs: vec![vec![1.0, 10.0], vec![3.0, 20.0], vec![f64::INFINITY, 30.0]],
+            },
+        };
+        let sampler = SamplerResult {
+            sampler: "SGLD".to_string(),
+            methods: vec![method],
+            timing: None,
+            rank_check: None,
+        };
+        // A run without the baselines (e.g. --fssd-only) has no "below both baselines" line.
+        assert!(!has_baselines(&sampler));
+        let harness = logreg::MambaLogregSettings::default().harness();
+        assert!(beats_summary(std::slice::from_ref(&sampler), "KSD", &harness, |_| 0.0).is_empty());
+        let table = curve_table(&[sampler], "KSD");
+        // t = 1: runs 1 and 3 → 2 ± 2·√2; t = 2: 20 ± 2·10.
+        assert!(
+            table.contains("| SGLD | MAMBA-KSD | 2.00 ± 2.83 [1] | 20.0 ± 20.0 |"),
+            "{table}"
+        );
+        assert!(table.contains("| 1.00 s | 2.00 s |"), "{table}");
     }
 
     /// The run files the experiments write (`configs/*.toml`) read back to the typed runs the
