@@ -8,6 +8,7 @@ use sgmcmc::estimator::BatchSize;
 use sgmcmc_experiments::ccadl_mnist::{self, CcadlMnistSettings};
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
+use sgmcmc_experiments::mamba::fssd_study::{self, FssdStudySettings};
 use sgmcmc_experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
 use sgmcmc_experiments::mamba::{HarnessSettings, MambaError};
 use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
@@ -234,6 +235,39 @@ pub enum Experiment {
         /// Checkpoints of the KSD-against-time curves (evenly spaced up to --final-seconds).
         #[arg(long, default_value_t = 10)]
         curve_points: usize,
+    },
+    /// Why MAMBA-FSSD picks the largest step on the §4.1 logistic regression: every arm of MAMBA's grid runs one round-0 segment from the MAP, and its draws are scored by MAMBA-KSD's metric, the library's MAMBA-FSSD, the MAMBA code's FSSD and variants, each compared with the exact KSD and xi (report.json, tables.md).
+    MambaFssdStudy {
+        /// Output directory: report.json and tables.md.
+        #[arg(long, default_value = "mamba_fssd_study_out")]
+        out: PathBuf,
+        /// The NUTS reference (JSON) for xi: read if it exists, else computed (2 chains x (500 + 1000)) and written; without it, no xi.
+        #[arg(long)]
+        reference: Option<PathBuf>,
+        /// Rows generated (80 % train).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: usize,
+        /// Samplers (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "SGLD,SGHMC")]
+        samplers: Vec<String>,
+        /// CPU seconds per arm (default: MAMBA's round-0 budget per arm for R = --budget-seconds).
+        #[arg(long)]
+        arm_seconds: Option<f64>,
+        /// Per-datum gradient evaluations per arm instead of seconds (the same draws on any machine).
+        #[arg(long)]
+        arm_evaluations: Option<u64>,
+        /// MAMBA's R in thread-CPU seconds (sets the default --arm-seconds).
+        #[arg(long, default_value_t = 1.0)]
+        budget_seconds: f64,
+        /// At most this many evenly spaced draws of an arm enter its exact KSD.
+        #[arg(long, default_value_t = 1000)]
+        exact_draws: usize,
+        /// Master seed (the data seed is 2021).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Subsample m of the control-variate scores.
+        #[arg(long, default_value_t = 10_000)]
+        score_subsample: usize,
     },
     /// MAMBA paper §4.2: Bayesian PMF on MovieLens 100K (u1.base/u1.test, d = 20, 52,580 parameters); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test RMSE) and the 1/N heuristic, then 20 s runs: KSD, xi against NUTS, RMSE, draws; the KSD-against-time curves as SVG.
     MambaPmf {
@@ -714,6 +748,49 @@ pub fn run(which: Experiment) -> Result<()> {
                 &mut |partial| outputs.save_partial(&out, partial, partial.samplers.len()),
             )?;
             outputs.finish(&out, &report, report.seconds)
+        }
+        Experiment::MambaFssdStudy {
+            out,
+            reference,
+            rows,
+            samplers,
+            arm_seconds,
+            arm_evaluations,
+            budget_seconds,
+            exact_draws,
+            seed,
+            score_subsample,
+        } => {
+            let settings = FssdStudySettings {
+                logreg: MambaLogregSettings {
+                    rows,
+                    budget_seconds,
+                    samplers: sampler_indices(&samplers)?,
+                    seed,
+                    score_subsample,
+                    ..MambaLogregSettings::default()
+                },
+                arm_seconds,
+                arm_evaluations,
+                exact_draws,
+                reference,
+            };
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            if let Some(dir) = settings.reference.as_ref().and_then(|r| r.parent()) {
+                std::fs::create_dir_all(dir).ok();
+            }
+            let started = Instant::now();
+            let report = fssd_study::run(&settings, &mut |line| {
+                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64())
+            })?;
+            write_tables_and_report(&out, &fssd_study::markdown(&report), &report)?;
+            outln!(
+                "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
         }
         Experiment::MambaPmf {
             data_dir,

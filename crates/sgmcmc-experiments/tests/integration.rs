@@ -6,6 +6,7 @@
 mod ccadl_mnist_experiment;
 mod common;
 mod coreset_studies;
+mod mamba_fssd_study;
 mod mh_mixture_experiment;
 mod mh_mnist_experiment;
 mod normal_gamma_experiment;

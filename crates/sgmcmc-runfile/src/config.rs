@@ -501,7 +501,8 @@ pub struct TuneConfig {
     /// Pruning rate η ≥ 2: each round keeps ⌊|Sᵢ|/η⌋ arms.
     #[serde(default = "default_eta")]
     pub eta: usize,
-    /// `"ksd"` (default) or `"fssd"` (FSSD-opt, J = 10).
+    /// `"ksd"` (default), `"fssd"` (FSSD-opt, J = 10, Gaussian kernel) or `"fssd_imq"`
+    /// (FSSD-opt with the paper's IMQ kernel).
     #[serde(default)]
     pub metric: TuneMetric,
     /// Keep every `thin`-th iterate of a round for the metric (and the winner's draws).
@@ -575,8 +576,14 @@ pub enum TuneMetric {
     /// KSD, IMQ kernel c = 1, β = −1/2, V-statistic, square root (reference §4.2).
     #[default]
     Ksd,
-    /// FSSD-opt with J = 10 locations (reference §4.5).
+    /// FSSD-opt with J = 10 locations (reference §4.5) and a Gaussian kernel whose width
+    /// starts at the median heuristic of each arm's draws and is optimised with the
+    /// locations (kgof's FSSD-opt). A width that follows the draws is what lets FSSD rank an
+    /// arm whose draws spread far beyond the posterior last (`docs/experiments/mamba_fssd.md`).
     Fssd,
+    /// FSSD-opt with the MAMBA paper's IMQ kernel, c = 1: on posteriors far narrower than 1
+    /// it ranks the largest steps first (kept to reproduce that; see `fssd`).
+    FssdImq,
 }
 
 /// `[tune.grid_search]`: the baselines of reference §5.5.

@@ -9,6 +9,7 @@
 //! and its curve); [`logreg`] is the logistic-regression experiment of §4.1.
 
 pub mod bnn;
+pub mod fssd_study;
 pub mod logreg;
 pub mod pmf;
 

@@ -10,7 +10,7 @@ use crate::config::{Config, GridSelection, InitConfig, SamplerTable, TuneConfig,
 use sgmcmc::io::CheckpointDirectory;
 use sgmcmc::optim::MapResult;
 use sgmcmc::settings::SamplerSettings;
-use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel};
+use sgmcmc::stein::{FssdOptSettings, ImqKernel, Kernel, KernelSettings};
 use sgmcmc::tuning::{Arm, RoundRunner, run_arm_round_alone};
 use sgmcmc::tuning::{
     ArmSettings, GridSearchOutcome, GridSearchSettings, MambaOutcome, MambaProgress, MambaSettings,
@@ -76,7 +76,13 @@ pub fn tune_metric(t: &TuneConfig) -> TuneMetricSettings {
     let imq = Kernel::Imq(ImqKernel::default());
     match t.metric {
         TuneMetric::Ksd => TuneMetricSettings::Ksd(imq),
-        TuneMetric::Fssd => TuneMetricSettings::Fssd(imq, FssdOptSettings::default()),
+        TuneMetric::Fssd => TuneMetricSettings::Fssd(
+            KernelSettings::Gaussian { sigma2: None },
+            FssdOptSettings::default(),
+        ),
+        TuneMetric::FssdImq => {
+            TuneMetricSettings::Fssd(KernelSettings::default(), FssdOptSettings::default())
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::model::Model;
 use crate::runner::Budget;
 use crate::sampler::Sampler;
 use crate::settings::{EstimatorKind, SettingsError};
-use crate::stein::{FssdOptSettings, ImqKernel, Kernel, fssd_opt, ksd};
+use crate::stein::{FssdOptSettings, ImqKernel, Kernel, KernelSettings, fssd_opt, ksd};
 use std::cell::RefCell;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -86,8 +86,10 @@ impl TuneBudget {
 pub enum TuneMetricSettings {
     /// KSD with this kernel, reported as sqrt(KSD²_V).
     Ksd(Kernel),
-    /// FSSD-opt (FSSD_V at the optimised locations) with this kernel and optimiser.
-    Fssd(Kernel, FssdOptSettings),
+    /// FSSD-opt (FSSD_V at the optimised locations) with this kernel, resolved on each arm's
+    /// draws (a Gaussian without a width takes the median heuristic of those draws), and
+    /// optimiser.
+    Fssd(KernelSettings, FssdOptSettings),
 }
 
 impl Default for TuneMetricSettings {
@@ -281,7 +283,9 @@ pub fn discrepancy(
             .unwrap_or(f64::NAN),
         TuneMetricSettings::Fssd(kernel, opt) => {
             let mut rng = crate::rng::stream(seed, FSSD_STREAM);
-            fssd_opt(draws, scores, dim, kernel, opt, &mut rng)
+            kernel
+                .resolve(draws, dim)
+                .and_then(|kernel| fssd_opt(draws, scores, dim, &kernel, opt, &mut rng))
                 .map(|f| f.value.value)
                 .unwrap_or(f64::NAN)
         }
@@ -497,12 +501,10 @@ pub fn run_arm_round(
     };
     let overhead = build + t.elapsed().as_secs_f64();
     let full_batch_ksd = settings.audit_full_scores.then(|| {
-        let kernel = match &settings.metric {
-            TuneMetricSettings::Ksd(k) | TuneMetricSettings::Fssd(k, _) => *k,
-        };
-        let audit_kernel = match kernel {
-            Kernel::Imq(_) => kernel,
-            Kernel::Gaussian(_) => Kernel::Imq(ImqKernel::default()),
+        // The audit is a KSD with an IMQ kernel: MAMBA-KSD's own, else c = 1, β = −1/2.
+        let audit_kernel = match settings.metric {
+            TuneMetricSettings::Ksd(k @ Kernel::Imq(_)) => k,
+            _ => Kernel::Imq(ImqKernel::default()),
         };
         ctx.full_batch_ksd(scored, &audit_kernel)
     });
