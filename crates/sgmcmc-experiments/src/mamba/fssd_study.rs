@@ -290,18 +290,10 @@ pub fn variant_value(
 /// Draws divided and scores multiplied by each coordinate's sample sd (a coordinate with
 /// sd 0 is left as it is): the target in the new coordinates has the scores s·σ̂.
 pub fn standardised(draws: &[f64], scores: &[f64], dim: usize) -> (Vec<f64>, Vec<f64>) {
-    let n = draws.len() / dim.max(1);
-    let mut sd = vec![1.0; dim];
-    if n >= 2 {
-        for (j, sd_j) in sd.iter_mut().enumerate() {
-            let col = draws.chunks_exact(dim).map(|r| r[j]);
-            let mean = col.clone().sum::<f64>() / n as f64;
-            let var = col.map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64;
-            if var > 0.0 && var.is_finite() {
-                *sd_j = var.sqrt();
-            }
-        }
-    }
+    let sd: Vec<f64> = column_sds(draws, dim)
+        .into_iter()
+        .map(|v| if v > 0.0 && v.is_finite() { v } else { 1.0 })
+        .collect();
     let scale = |v: &[f64], f: &dyn Fn(f64, f64) -> f64| -> Vec<f64> {
         v.chunks_exact(dim)
             .flat_map(|r| r.iter().zip(&sd).map(|(&a, &s)| f(a, s)))
@@ -462,18 +454,27 @@ fn score_arm(
 
 /// Mean over coordinates of sd(draws)/sd(reference).
 fn mean_sd_ratio(draws: &[f64], dim: usize, reference: &ReferenceMoments) -> f64 {
-    let n = draws.len() / dim;
-    if n < 2 {
-        return f64::NAN;
-    }
-    let mut total = 0.0;
-    for j in 0..dim {
-        let col = draws.chunks_exact(dim).map(|r| r[j]);
-        let mean = col.clone().sum::<f64>() / n as f64;
-        let var = col.map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64;
-        total += var.sqrt() / reference.sd[j];
-    }
-    total / dim as f64
+    let sds = column_sds(draws, dim);
+    sds.iter()
+        .zip(&reference.sd)
+        .map(|(s, r)| s / r)
+        .sum::<f64>()
+        / dim as f64
+}
+
+/// Each coordinate's sample sd (divisor n − 1; NaN for fewer than two draws).
+fn column_sds(draws: &[f64], dim: usize) -> Vec<f64> {
+    let n = draws.len() / dim.max(1);
+    (0..dim)
+        .map(|j| {
+            if n < 2 {
+                return f64::NAN;
+            }
+            let col = draws.chunks_exact(dim).map(|r| r[j]);
+            let mean = col.clone().sum::<f64>() / n as f64;
+            (col.map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1) as f64).sqrt()
+        })
+        .collect()
 }
 
 /// How each metric ranks the arms against the exact KSD and ξ.
