@@ -9,6 +9,7 @@ use sgmcmc_experiments::ccadl_mnist::{self, CcadlMnistSettings};
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
 use sgmcmc_experiments::mamba::bnn::{self as mamba_bnn, MambaBnnSettings};
 use sgmcmc_experiments::mamba::fssd_study::{self, FssdStudySettings};
+use sgmcmc_experiments::mamba::ksd_estimators::{self, KsdEstimatorSettings};
 use sgmcmc_experiments::mamba::pmf::{self as mamba_pmf, MambaPmfSettings};
 use sgmcmc_experiments::mamba::{HarnessSettings, MambaError};
 use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
@@ -26,6 +27,17 @@ pub enum MapOptimizerArg {
     Lbfgs,
     /// Adam on minibatches.
     Adam,
+}
+
+/// `--problem` of the KSD-estimator study.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KsdProblem {
+    /// The §4.1 logistic regression (synthetic, --rows).
+    Logreg,
+    /// PMF on MovieLens 100K (--data-dir).
+    Pmf,
+    /// The 784-100-10 neural network on MNIST (--data-dir).
+    Bnn,
 }
 
 /// `--methods` of the posteriordb experiment.
@@ -268,6 +280,39 @@ pub enum Experiment {
         /// Subsample m of the control-variate scores.
         #[arg(long, default_value_t = 10_000)]
         score_subsample: usize,
+    },
+    /// MAMBA paper App. B.2, Figs. 4-5: SGLD from the MAP over a grid of step sizes (batch 1 %) and of batch sizes (step 10^-4.5), each arm's KSD estimated five ways (full-batch or stochastic scores, all draws or thinned by 5, and MAMBA's control-variate surrogate), each ranked against the full-batch KSD of all draws (report.json, tables.md, ksd_estimators.svg).
+    MambaKsdEstimators {
+        /// The problem.
+        #[arg(long, value_enum)]
+        problem: KsdProblem,
+        /// The MovieLens 100K directory (pmf) or the MNIST directory (bnn).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Output directory.
+        #[arg(long, default_value = "mamba_ksd_estimators_out")]
+        out: PathBuf,
+        /// Rows generated (logreg; 80 % train).
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: usize,
+        /// Each arm's budget: this many iterations at a 1 % batch, as per-datum gradient evaluations.
+        #[arg(long, default_value_t = 500)]
+        iterations: u64,
+        /// At most this many evenly spaced draws of an arm are scored (default: 500; bnn 100, whose full-batch score costs 0.5 s per draw).
+        #[arg(long)]
+        max_draws: Option<usize>,
+        /// Log10 step sizes of Fig. 4 (default: the experiment's grid, -1 ... -7.5 for logreg, -2 ... -7.5 otherwise).
+        #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+        steps: Option<Vec<f64>>,
+        /// Batch sizes (% of N) of Fig. 5.
+        #[arg(long, value_delimiter = ',', default_value = "100,10,1,0.1")]
+        batch_percents: Vec<f64>,
+        /// Master seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The surrogate's m (default: the experiment's, 10,000 for logreg and pmf, 1,000 for bnn).
+        #[arg(long)]
+        score_subsample: Option<usize>,
     },
     /// MAMBA paper §4.2: Bayesian PMF on MovieLens 100K (u1.base/u1.test, d = 20, 52,580 parameters); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test RMSE) and the 1/N heuristic, then 20 s runs: KSD, xi against NUTS, RMSE, draws; the KSD-against-time curves as SVG.
     MambaPmf {
@@ -787,6 +832,80 @@ pub fn run(which: Experiment) -> Result<()> {
             write_tables_and_report(&out, &fssd_study::markdown(&report), &report)?;
             outln!(
                 "{:.1} s; wrote {}/tables.md and report.json",
+                report.seconds,
+                out.display()
+            );
+            Ok(())
+        }
+        Experiment::MambaKsdEstimators {
+            problem,
+            data_dir,
+            out,
+            rows,
+            iterations,
+            max_draws,
+            steps,
+            batch_percents,
+            seed,
+            score_subsample,
+        } => {
+            let dir = || {
+                data_dir
+                    .clone()
+                    .context("--data-dir is required for --problem pmf and bnn")
+            };
+            let (name, spec, mut harness) = match problem {
+                KsdProblem::Logreg => {
+                    let s = MambaLogregSettings {
+                        rows,
+                        ..MambaLogregSettings::default()
+                    };
+                    ("logistic regression", s.spec(), s.harness())
+                }
+                KsdProblem::Pmf => {
+                    let s = MambaPmfSettings::new(dir()?);
+                    ("PMF", s.spec(), s.harness)
+                }
+                KsdProblem::Bnn => {
+                    let s = MambaBnnSettings::new(dir()?);
+                    ("neural network", s.spec(), s.harness)
+                }
+            };
+            harness.seed = seed;
+            if let Some(m) = score_subsample {
+                harness.score_subsample = m;
+            }
+            let default_steps = if problem == KsdProblem::Logreg {
+                -1.0
+            } else {
+                -2.0
+            };
+            let settings = KsdEstimatorSettings {
+                problem: name.into(),
+                spec,
+                harness,
+                log10_steps: steps.unwrap_or_else(|| {
+                    (0..)
+                        .map(|k| default_steps - 0.5 * k as f64)
+                        .take_while(|s| *s >= -7.5)
+                        .collect()
+                }),
+                step_batch_percent: 1.0,
+                batch_percents,
+                batch_log10_step: -4.5,
+                iterations,
+                max_draws: max_draws.unwrap_or(if problem == KsdProblem::Bnn { 100 } else { 500 }),
+            };
+            std::fs::create_dir_all(&out)
+                .with_context(|| format!("cannot create {}", out.display()))?;
+            let started = Instant::now();
+            let report = ksd_estimators::run(&settings, &mut |line| {
+                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64())
+            })?;
+            write_tables_and_report(&out, &ksd_estimators::markdown(&report), &report)?;
+            ksd_estimators::write_svg(&out.join("ksd_estimators.svg"), &report)?;
+            outln!(
+                "{:.1} s; wrote {}/tables.md, report.json and ksd_estimators.svg",
                 report.seconds,
                 out.display()
             );

@@ -7,6 +7,7 @@ mod ccadl_mnist_experiment;
 mod common;
 mod coreset_studies;
 mod mamba_fssd_study;
+mod mamba_ksd_estimators;
 mod mh_mixture_experiment;
 mod mh_mnist_experiment;
 mod normal_gamma_experiment;

@@ -10,6 +10,7 @@
 
 pub mod bnn;
 pub mod fssd_study;
+pub mod ksd_estimators;
 pub mod logreg;
 pub mod pmf;
 
