@@ -468,6 +468,12 @@ pub enum Experiment {
         /// Barker chains per batch increment in the minibatch-size table (0: no table).
         #[arg(long, default_value_t = 5)]
         sensitivity_repeats: usize,
+        /// Independent chains per method (the first chain of Barker, Austerity and the exact test keeps the streams of one-chain runs).
+        #[arg(long, default_value_t = 5)]
+        chains: usize,
+        /// K of the workshop's Algorithm 1: minibatches of m points for the standard deviation of Delta' ((K + 1)·m points per test).
+        #[arg(long, default_value_t = 10)]
+        workshop_minibatches: usize,
     },
 }
 
@@ -1233,8 +1239,12 @@ pub fn run(which: Experiment) -> Result<()> {
             sensitivity_batches,
             sensitivity_checkpoints,
             sensitivity_repeats,
+            chains,
+            workshop_minibatches,
         } => {
             let settings = MhMnistSettings {
+                chains,
+                workshop_minibatches,
                 iterations,
                 seed,
                 proposal_sd,

@@ -34,6 +34,7 @@ fn cli_writes_report_and_tables() {
             "10,20",
         ])
         .args(["--sensitivity-repeats", "1"])
+        .args(["--chains", "2", "--workshop-minibatches", "5"])
         .output()
         .unwrap();
     assert!(
@@ -45,7 +46,12 @@ fn cli_writes_report_and_tables() {
         serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["settings"]["iterations"], 30);
     assert_eq!(json["data"]["test_size"], 100);
-    assert_eq!(json["methods"][1]["temperature"], 1.0);
+    // Two chains of each of the four methods, method by method.
+    assert_eq!(json["methods"].as_array().unwrap().len(), 8);
+    assert_eq!(json["methods"][2]["method"], "austerity");
+    assert_eq!(json["methods"][2]["temperature"], 1.0);
+    assert_eq!(json["methods"][3]["chain"], 1);
+    assert_eq!(json["settings"]["workshop_minibatches"], 5);
     assert_eq!(json["methods"][0]["curve"].as_array().unwrap().len(), 4);
     assert_eq!(json["sensitivity"]["rows"].as_array().unwrap().len(), 2);
     assert!(

@@ -30,8 +30,8 @@ use sgmcmc::data::idx::mnist_pair;
 use sgmcmc::data::{DataError, Dataset, Features, Matrix};
 use sgmcmc::io::SinkError;
 use sgmcmc::mh::{
-    AcceptanceTest, AusterityTest, BarkerTest, CorrectionTable, ExactRule, ExactTest,
-    FailurePolicy, MhKernel, MhStatistics, Proposal, VarianceEstimate,
+    AcceptanceTest, AusterityTest, BarkerTest, CorrectionBank, CorrectionTable, ExactRule,
+    ExactTest, FailurePolicy, MhKernel, MhStatistics, Proposal, VarianceEstimate, WorkshopTest,
 };
 use sgmcmc::model::{Bernoulli, LogisticRegression, Model, ModelError, NormalPrior};
 use sgmcmc::rng::{ChainRng, stream};
@@ -50,6 +50,20 @@ pub const NEGATIVE_DIGIT: u8 = 7;
 /// Random streams per run are `4 + k·repeats + r`; [`sgmcmc::rng::stream`] jumps once per
 /// stream number, so the count is kept small.
 const MAX_STREAMS: usize = 1000;
+
+/// At most this many chains per method.
+pub const MAX_CHAINS: usize = 100;
+
+/// The stream of chain `chain` of the `k`-th method of [`Method::ALL`]: 1 + k for the first
+/// chain of the first three (the streams they had before there were several chains, so their
+/// draws are unchanged), else streams from [`MAX_STREAMS`] on, beyond the sensitivity table's.
+fn chain_stream(k: usize, chain: usize) -> u64 {
+    if chain == 0 && k < 3 {
+        1 + k as u64
+    } else {
+        (MAX_STREAMS + chain * Method::ALL.len() + k) as u64
+    }
+}
 
 /// Errors of the experiment: each names the file or the setting at fault.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +129,11 @@ pub struct MhMnistSettings {
     pub sensitivity_checkpoints: Vec<usize>,
     /// Independent Barker chains per sensitivity batch (5; 0 skips the table).
     pub sensitivity_repeats: usize,
+    /// Independent chains per method (1).
+    pub chains: usize,
+    /// K of the workshop's Algorithm 1: minibatches of m points whose Δ' give the standard
+    /// deviation s (10; the workshop: "around 5–10").
+    pub workshop_minibatches: usize,
 }
 
 impl MhMnistSettings {
@@ -134,6 +153,8 @@ impl MhMnistSettings {
             sensitivity_batches: vec![5, 10, 20, 50, 100, 200],
             sensitivity_checkpoints: vec![700, 1000, 1500],
             sensitivity_repeats: 5,
+            chains: 1,
+            workshop_minibatches: 10,
         }
     }
 
@@ -154,6 +175,18 @@ impl MhMnistSettings {
         };
         if self.iterations == 0 {
             return bad("--iterations must be at least 1".into());
+        }
+        if !(1..=MAX_CHAINS).contains(&self.chains) {
+            return bad(format!(
+                "--chains must be in 1..={MAX_CHAINS}, got {}",
+                self.chains
+            ));
+        }
+        if self.workshop_minibatches < 2 {
+            return bad(format!(
+                "--workshop-minibatches (K) must be at least 2 to estimate a standard deviation, got {}",
+                self.workshop_minibatches
+            ));
         }
         if self.record_every == 0 {
             return bad("--record-every must be at least 1".into());
@@ -205,11 +238,20 @@ pub enum Method {
     Austerity,
     /// The full-data Barker test.
     Exact,
+    /// The workshop's Algorithm 1 (§6.6): K minibatches of m give s, skip when s ≥ 1.2,
+    /// else a fresh minibatch's Δ' and X_c from the bank curve nearest s; (K + 1)·m points
+    /// per test.
+    Workshop,
 }
 
 impl Method {
-    /// The three, in report order.
-    pub const ALL: [Method; 3] = [Method::Barker, Method::Austerity, Method::Exact];
+    /// The four, in report order.
+    pub const ALL: [Method; 4] = [
+        Method::Barker,
+        Method::Austerity,
+        Method::Exact,
+        Method::Workshop,
+    ];
 
     /// Display name.
     pub fn label(self) -> &'static str {
@@ -217,6 +259,7 @@ impl Method {
             Method::Barker => "minibatch Barker",
             Method::Austerity => "Austerity",
             Method::Exact => "exact (full data)",
+            Method::Workshop => "workshop Algorithm 1",
         }
     }
 }
@@ -241,6 +284,8 @@ pub struct CurvePoint {
 pub struct MethodRun {
     /// The test.
     pub method: Method,
+    /// Which of the method's chains (0, 1, …).
+    pub chain: usize,
     /// Its likelihood temperature.
     pub temperature: f64,
     /// Its batch increment m (None for the exact test).
@@ -563,7 +608,7 @@ fn acceptance_test(
     method: Method,
     settings: &MhMnistSettings,
     batch: usize,
-) -> Result<AcceptanceTest, SamplerError> {
+) -> Result<AcceptanceTest, MhMnistError> {
     Ok(match method {
         Method::Barker => AcceptanceTest::Barker(BarkerTest::new(
             CorrectionTable::default_table(),
@@ -579,6 +624,17 @@ fn acceptance_test(
         )?),
         Method::Exact => {
             AcceptanceTest::Exact(ExactTest::new(ExactRule::Barker, settings.temperature)?)
+        }
+        Method::Workshop => {
+            let bank = CorrectionBank::workshop()
+                .map_err(|e| MhMnistError::Setting(format!("the X_corr bank: {e}")))?;
+            AcceptanceTest::Workshop(WorkshopTest::new(
+                bank,
+                batch,
+                settings.workshop_minibatches,
+                1.2,
+                settings.temperature,
+            )?)
         }
     })
 }
@@ -620,7 +676,16 @@ pub fn run(
     let log_every = (record_at.len() / 10).max(1);
 
     let mut methods = Vec::new();
-    for (k, method) in Method::ALL.into_iter().enumerate() {
+    let runs = Method::ALL
+        .into_iter()
+        .enumerate()
+        .flat_map(|(k, method)| (0..settings.chains).map(move |chain| (k, method, chain)));
+    for (k, method, chain) in runs {
+        let label = if settings.chains > 1 {
+            format!("{} (chain {})", method.label(), chain + 1)
+        } else {
+            method.label().to_string()
+        };
         let test = acceptance_test(method, settings, settings.batch)?;
         let t = Instant::now();
         let mut records = 0;
@@ -630,13 +695,12 @@ pub fn run(
             test,
             settings.proposal_sd,
             &record_at,
-            stream(settings.seed, 1 + k as u64),
+            stream(settings.seed, chain_stream(k, chain)),
             &mut |p| {
                 if records % log_every == 0 || p.iteration == settings.iterations {
                     log(&format!(
-                        "{}: iteration {}/{}, {} points ({:.2} passes), test accuracy {:.4}, \
+                        "{label}: iteration {}/{}, {} points ({:.2} passes), test accuracy {:.4}, \
                          test log-lik {:.4}, acceptance {:.3}",
-                        method.label(),
                         p.iteration,
                         settings.iterations,
                         p.points,
@@ -651,12 +715,12 @@ pub fn run(
         )?;
         let seconds = t.elapsed().as_secs_f64();
         log(&format!(
-            "{}: {}; {seconds:.1} s",
-            method.label(),
+            "{label}: {}; {seconds:.1} s",
             statistics.describe()
         ));
         methods.push(MethodRun {
             method,
+            chain,
             temperature: match method {
                 Method::Austerity => settings.austerity_t(),
                 _ => settings.temperature,
@@ -775,7 +839,8 @@ pub fn markdown(report: &MhMnistReport) -> String {
     let mut out = String::new();
     out += &format!(
         "N = {} training images ({} 1s, {} 7s), {} test images (of {}), D = {}; random walk \
-         sd {}, {} iterations per chain, seed {}.\n\n",
+         sd {}, {} iterations per chain, {} chain(s) per method, K = {} minibatches for the \
+         workshop test's s, seed {}.\n\n",
         n_train,
         report.data.train_ones,
         report.data.train_sevens,
@@ -784,20 +849,23 @@ pub fn markdown(report: &MhMnistReport) -> String {
         report.data.features,
         st.proposal_sd,
         st.iterations,
+        st.chains,
+        st.workshop_minibatches,
         st.seed
     );
 
     out += "### Methods (final state)\n\n";
-    out += "| method | T | m | test accuracy | test log-lik | acceptance | data points | \
+    out += "| method | chain | T | m | test accuracy | test log-lik | acceptance | data points | \
             passes | points per test: mean / median / 90 % / max | tests using all N | s |\n";
-    out += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    out += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for run in &report.methods {
         let last = run.last();
         let stats = &run.statistics;
         let full = stats.points_histogram.get(&n_train).copied().unwrap_or(0);
         out += &format!(
-            "| {} | {} | {} | {:.4} | {:.4} | {:.3} | {} | {:.1} | {:.1} / {} / {} / {} | {:.2} % | {:.1} |\n",
+            "| {} | {} | {} | {} | {:.4} | {:.4} | {:.3} | {} | {:.1} | {:.1} / {} / {} / {} | {:.2} % | {:.1} |\n",
             run.method.label(),
+            run.chain + 1,
             run.temperature,
             run.batch.map_or("—".into(), |m| m.to_string()),
             last.test_accuracy,
@@ -815,12 +883,16 @@ pub fn markdown(report: &MhMnistReport) -> String {
     }
 
     out += "\n### Test accuracy / mean test log-likelihood along the chains\n\n";
-    let Some(first) = report.methods.first() else {
+    let first_chains: Vec<&MethodRun> = report.methods.iter().filter(|r| r.chain == 0).collect();
+    if st.chains > 1 {
+        out += "The first chain of each method.\n\n";
+    }
+    let Some(first) = first_chains.first() else {
         return out;
     };
     let mut header = String::from("| iteration |");
     let mut rule = String::from("|---|");
-    for run in &report.methods {
+    for run in &first_chains {
         header += &format!(" {}: points, accuracy, log-lik |", run.method.label());
         rule += "---|";
     }
@@ -833,7 +905,7 @@ pub fn markdown(report: &MhMnistReport) -> String {
     }
     for &i in &shown {
         out += &format!("| {} |", first.curve[i].iteration);
-        for run in &report.methods {
+        for run in &first_chains {
             let p = &run.curve[i];
             out += &format!(
                 " {}, {:.4}, {:.4} |",
@@ -844,8 +916,16 @@ pub fn markdown(report: &MhMnistReport) -> String {
     }
 
     out += "\n### At equal data cost (the record with the most points ≤ the budget)\n\n";
-    out += "Test accuracy / log-likelihood (iteration); — where the chain used fewer points in \
-            all.\n\n";
+    if st.chains > 1 {
+        out += &format!(
+            "Test accuracy and log-likelihood, mean ± sd over the chains that used at least the \
+             budget (of {}; their number in brackets where fewer); — where none did.\n\n",
+            st.chains
+        );
+    } else {
+        out += "Test accuracy / log-likelihood (iteration); — where the chain used fewer points \
+                in all.\n\n";
+    }
     let most = report
         .methods
         .iter()
@@ -854,8 +934,8 @@ pub fn markdown(report: &MhMnistReport) -> String {
         .unwrap_or(0);
     let mut header = String::from("| data points |");
     let mut rule = String::from("|---|");
-    for run in &report.methods {
-        header += &format!(" {} |", run.method.label());
+    for method in Method::ALL {
+        header += &format!(" {} |", method.label());
         rule += "---|";
     }
     out += &format!("{header}\n{rule}\n");
@@ -866,13 +946,31 @@ pub fn markdown(report: &MhMnistReport) -> String {
                 break;
             }
             out += &format!("| {b} |");
-            for run in &report.methods {
-                out += &match at_budget(run, b) {
-                    Some(p) => format!(
+            for method in Method::ALL {
+                let reached: Vec<&CurvePoint> = report
+                    .methods
+                    .iter()
+                    .filter(|r| r.method == method)
+                    .filter_map(|r| at_budget(r, b))
+                    .collect();
+                out += &match reached[..] {
+                    [] => " — |".into(),
+                    [p] if st.chains == 1 => format!(
                         " {:.4} / {:.4} ({}) |",
                         p.test_accuracy, p.test_log_lik, p.iteration
                     ),
-                    None => " — |".into(),
+                    _ => {
+                        let (acc, acc_sd) =
+                            mean_sd(&reached.iter().map(|p| p.test_accuracy).collect::<Vec<_>>());
+                        let (ll, ll_sd) =
+                            mean_sd(&reached.iter().map(|p| p.test_log_lik).collect::<Vec<_>>());
+                        let fewer = if reached.len() < st.chains {
+                            format!(" ({})", reached.len())
+                        } else {
+                            String::new()
+                        };
+                        format!(" {acc:.4} ± {acc_sd:.4} / {ll:.4} ± {ll_sd:.4}{fewer} |")
+                    }
                 };
             }
             out += "\n";

@@ -4,6 +4,9 @@
 //! does and picks the same arm; the stochastic score's noise inflates the KSD of the
 //! smallest step, where the chain is nearest the posterior. Budgets in gradient evaluations,
 //! so the draws are the same on any machine.
+//!
+//! Broken once: the surrogate column computed from the minibatch scores instead of the
+//! surrogate's; the test failed with "surrogate rho 0.741".
 
 use sgmcmc_experiments::mamba::ksd_estimators::{self, ESTIMATES, KsdEstimatorSettings};
 use sgmcmc_experiments::mamba_logreg::MambaLogregSettings;

@@ -19,6 +19,8 @@
 //!   accuracy 0.51 against 0.455 at θ₀).
 //! - `--austerity-temperature` dropped in the CLI's match arm (`src/experiment.rs`):
 //!   `cli_writes_report_and_tables` failed (Austerity's temperature 20, want 1).
+//! - `chain_stream` ignoring the chain (every chain of a method on one stream):
+//!   `several_chains_per_method` failed ("Barker: chains differ").
 
 use crate::common;
 
@@ -88,7 +90,7 @@ fn synthetic_run_records_curves_costs_and_accuracy() {
 
     let at = record_iterations(400, 25);
     assert_eq!(at.len(), 17);
-    assert_eq!(report.methods.len(), 3);
+    assert_eq!(report.methods.len(), 4);
     for run in &report.methods {
         let iters: Vec<usize> = run.curve.iter().map(|p| p.iteration).collect();
         assert_eq!(iters, at, "{:?}: recorded iterations", run.method);
@@ -110,6 +112,12 @@ fn synthetic_run_records_curves_costs_and_accuracy() {
             match run.method {
                 // The exact test reads all N points every iteration.
                 Method::Exact => assert_eq!(used, steps * N_TRAIN, "exact test"),
+                // Algorithm 1 reads K = 10 minibatches of m = 50 for s, and one more unless
+                // it skips.
+                Method::Workshop => assert!(
+                    used >= steps * 500 && used <= steps * 550,
+                    "workshop test: {used} points in {steps} iterations"
+                ),
                 // The minibatch tests read at least m and at most N points per iteration.
                 _ => assert!(
                     used >= steps * 50 && used <= steps * N_TRAIN,
@@ -129,6 +137,10 @@ fn synthetic_run_records_curves_costs_and_accuracy() {
         );
         // Separable classes with a margin: a chain that has moved the 7s' block weights
         // below zero classifies (nearly) every test image; chance is 0.5.
+        if run.method == Method::Workshop {
+            // At N/T = 20 the workshop test skips most iterations (s ≥ 1.2).
+            continue;
+        }
         assert!(
             last.test_accuracy > 0.9,
             "{:?}: final test accuracy {}",
@@ -167,8 +179,9 @@ fn synthetic_run_records_curves_costs_and_accuracy() {
     mh_mnist::write_outputs(&report, &out).unwrap();
     let json: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(json["methods"].as_array().unwrap().len(), 3);
+    assert_eq!(json["methods"].as_array().unwrap().len(), 4);
     assert_eq!(json["methods"][2]["method"], "exact");
+    assert_eq!(json["methods"][3]["method"], "workshop");
     let tables = fs::read_to_string(out.join("tables.md")).unwrap();
     for heading in [
         "### Methods",
@@ -201,6 +214,43 @@ fn same_seed_same_report() {
     assert!(a.sensitivity.rows.is_empty());
     let c = run(&MhMnistSettings { seed: 2, ..s }).unwrap();
     assert_ne!(strip(&a), strip(&c));
+}
+
+/// Several chains per method: the first chain of Barker, Austerity and the exact test is the
+/// one-chain run's (its streams are kept), the others differ, and the equal-cost table gives
+/// mean ± sd over the chains.
+#[test]
+fn several_chains_per_method() {
+    let dir = tempfile::tempdir().unwrap();
+    synthetic_mnist(dir.path());
+    let one = MhMnistSettings {
+        iterations: 60,
+        sensitivity_repeats: 0,
+        ..settings(dir.path())
+    };
+    let a = run(&one).unwrap();
+    let b = run(&MhMnistSettings { chains: 3, ..one }).unwrap();
+    assert_eq!(b.methods.len(), 12);
+    for method in Method::ALL {
+        let chains: Vec<_> = b.methods.iter().filter(|r| r.method == method).collect();
+        assert_eq!(
+            chains.iter().map(|r| r.chain).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        let single = a.methods.iter().find(|r| r.method == method).unwrap();
+        if method != Method::Workshop {
+            assert_eq!(chains[0].curve, single.curve, "{method:?}: the first chain");
+        }
+        if method != Method::Exact || chains[1].curve.last().unwrap().acceptance_rate > 0.0 {
+            assert_ne!(
+                chains[1].curve, chains[2].curve,
+                "{method:?}: chains differ"
+            );
+        }
+    }
+    let tables = mh_mnist::markdown(&b);
+    assert!(tables.contains(" ± "), "{tables}");
+    assert!(tables.contains("3 chain(s) per method"));
 }
 
 /// With 45 iterations and records every 20, the curves hold iterations 0, 20, 40 and 45.
@@ -355,6 +405,20 @@ fn bad_settings_are_errors() {
                 ..base.clone()
             },
             "random streams",
+        ),
+        (
+            MhMnistSettings {
+                chains: 0,
+                ..base.clone()
+            },
+            "--chains",
+        ),
+        (
+            MhMnistSettings {
+                workshop_minibatches: 1,
+                ..base.clone()
+            },
+            "--workshop-minibatches",
         ),
     ];
     for (s, want) in cases {
