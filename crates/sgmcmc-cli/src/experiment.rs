@@ -355,6 +355,9 @@ pub enum Experiment {
         /// Adam's minibatch: a count or a percentage (only with --map-optimizer adam; the authors': 10%).
         #[arg(long)]
         map_batch: Option<BatchSize>,
+        /// Only the control of the ECE cells: find the MAP and report its test ECE, MCE and accuracy as a single draw (map_control.json in --out).
+        #[arg(long)]
+        map_only: bool,
         #[command(flatten)]
         common: RealDataArgs,
     },
@@ -957,6 +960,7 @@ pub fn run(which: Experiment) -> Result<()> {
             map_iterations,
             map_learning_rate,
             map_batch,
+            map_only,
             common,
         } => {
             let map_optimizer = match map_optimizer {
@@ -980,6 +984,25 @@ pub fn run(which: Experiment) -> Result<()> {
                 ..defaults
             };
             common.apply(&mut settings.harness)?;
+            if map_only {
+                let started = Instant::now();
+                let control = mamba_bnn::map_control(&settings, &mut |line| {
+                    outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64())
+                })?;
+                std::fs::create_dir_all(&out)
+                    .with_context(|| format!("cannot create {}", out.display()))?;
+                let path = out.join("map_control.json");
+                std::fs::write(&path, serde_json::to_string_pretty(&control)? + "\n")
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                outln!(
+                    "the MAP alone: test ECE {:.2} %, MCE {:.2} %, accuracy {:.2} %; wrote {}",
+                    100.0 * control.ece,
+                    100.0 * control.mce,
+                    100.0 * control.accuracy,
+                    path.display()
+                );
+                return Ok(());
+            }
             write_configs(&out, &settings.harness.samplers, |i| {
                 mamba_bnn::config_text(&settings, i)
             })?;

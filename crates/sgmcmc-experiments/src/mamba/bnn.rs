@@ -22,6 +22,7 @@ use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, MapOptimizer, ModelConfig,
     RunConfig,
 };
+use sgmcmc_runfile::pipeline;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -347,6 +348,67 @@ pub fn run(
         &mut |done| partial(&report(done.to_vec())),
     )?;
     Ok(report(samplers))
+}
+
+/// The control of the ECE cells: the test metrics of the MAP alone, the point every final run
+/// starts from. A final run whose window holds a few draws near the MAP scores close to it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MapControl {
+    /// Settings (the MAP search among them).
+    pub settings: MambaBnnSettings,
+    /// Iterations of the MAP search.
+    pub map_iterations: usize,
+    /// log π at the MAP (up to a constant).
+    pub log_posterior: f64,
+    /// ECE (a fraction) of the MAP's class probabilities on the test images.
+    pub ece: f64,
+    /// MCE (a fraction).
+    pub mce: f64,
+    /// Test accuracy (a fraction).
+    pub accuracy: f64,
+    /// Seconds for everything.
+    pub seconds: f64,
+}
+
+/// The MAP of the experiment's settings (the same search as [`run`]'s) and its test ECE, MCE
+/// and accuracy as a single draw.
+pub fn map_control(
+    settings: &MambaBnnSettings,
+    log: &mut dyn FnMut(&str),
+) -> Result<MapControl, MambaError> {
+    let started = Instant::now();
+    let spec = settings.spec();
+    let prepared = super::prepare_problem(&spec, &settings.harness, log)?;
+    let index = settings.harness.samplers.first().copied().unwrap_or(0);
+    let cfg = super::run_config(&spec, &settings.harness, index, false)?;
+    let map = pipeline::find_run_map(&cfg, prepared.model())?;
+    log(&format!(
+        "MAP: {} iterations, log posterior {:.6e}, {:.1} s",
+        map.iterations,
+        map.log_posterior,
+        started.elapsed().as_secs_f64()
+    ));
+    let no_test = || MambaError::Setting("the experiment has no test split".into());
+    let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive()) else {
+        return Err(no_test());
+    };
+    let test = ev.test.as_ref().ok_or_else(no_test)?;
+    let m = test.metrics(
+        predictive,
+        &[map.theta.as_slice()],
+        1,
+        1,
+        ev.calibration_bins,
+    )?;
+    Ok(MapControl {
+        settings: settings.clone(),
+        map_iterations: map.iterations,
+        log_posterior: map.log_posterior,
+        ece: m.ece.unwrap_or(f64::NAN),
+        mce: m.mce.unwrap_or(f64::NAN),
+        accuracy: m.accuracy.unwrap_or(f64::NAN),
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// The ECE curves of the final runs as an SVG (the paper's Figure 3).
