@@ -135,7 +135,7 @@ enum Command {
         /// Keep every K-th draw of each chain (MAMBA's default is 10).
         #[arg(long, default_value_t = 10)]
         thin: usize,
-        /// Also FSSD-opt (J = 10 locations optimised on 20 % of the draws).
+        /// Also FSSD-opt (J = 10 locations optimised on 20 % of the draws; Gaussian kernel, width from the draws' median distance).
         #[arg(long)]
         fssd: bool,
         /// Also write the report as JSON to this file.

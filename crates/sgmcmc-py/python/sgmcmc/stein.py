@@ -19,7 +19,8 @@ from .run import _check_model, _model_config
 @dataclass
 class Discrepancy:
     """``ksd``: the KSD (IMQ kernel, c = 1, β = −1/2; V-statistic, square root); ``fssd``:
-    FSSD-opt when asked; ``draws``: how many draws (after thinning) entered; ``report``: every
+    FSSD-opt when asked (Gaussian kernel, its width starting at the draws' median distance);
+    ``draws``: how many draws (after thinning) entered; ``report``: every
     number (U-statistic, timings, FSSD's locations and split)."""
 
     ksd: float
