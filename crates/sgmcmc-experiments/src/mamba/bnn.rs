@@ -351,7 +351,7 @@ pub fn run(
 }
 
 /// The control of the ECE cells: the test metrics of the MAP alone, the point every final run
-/// starts from. A final run whose window holds a few draws near the MAP scores close to it.
+/// starts from (some cells average only a few draws near it).
 #[derive(Debug, Clone, Serialize)]
 pub struct MapControl {
     /// Settings (the MAP search among them).
@@ -388,18 +388,8 @@ pub fn map_control(
         map.log_posterior,
         started.elapsed().as_secs_f64()
     ));
-    let no_test = || MambaError::Setting("the experiment has no test split".into());
-    let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive()) else {
-        return Err(no_test());
-    };
-    let test = ev.test.as_ref().ok_or_else(no_test)?;
-    let m = test.metrics(
-        predictive,
-        &[map.theta.as_slice()],
-        1,
-        1,
-        ev.calibration_bins,
-    )?;
+    let m = super::test_metrics(&prepared, &map.theta, 1)?
+        .ok_or_else(|| MambaError::Setting("the experiment has no test split".into()))?;
     Ok(MapControl {
         settings: settings.clone(),
         map_iterations: map.iterations,

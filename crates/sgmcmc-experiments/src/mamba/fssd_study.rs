@@ -12,7 +12,7 @@
 //! arm's draws: the KSD with exact full-batch scores and ξ(σ̂) against the NUTS reference.
 //! A metric that works ranks the arms like them and picks an arm they rate well.
 
-use super::{ExperimentSpec, MambaError, SAMPLERS, fmt_num, spearman};
+use super::{ExperimentSpec, MambaError, SAMPLERS, fmt_num, label_value, rho_finite};
 use crate::mamba_logreg::MambaLogregSettings;
 use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
@@ -172,10 +172,7 @@ pub struct ArmScores {
 impl ArmScores {
     /// The arm's log10 step size, read from its grid values.
     pub fn log10_step(&self) -> Option<f64> {
-        self.label
-            .split(", ")
-            .find_map(|kv| kv.strip_prefix("log10_step_size="))
-            .and_then(|v| v.parse().ok())
+        label_value(&self.label, "log10_step_size")
     }
 }
 
@@ -530,17 +527,6 @@ fn order(values: &[f64]) -> Vec<usize> {
     let key = |x: f64| if x.is_nan() { f64::INFINITY } else { x };
     o.sort_by(|&i, &j| key(values[i]).total_cmp(&key(values[j])));
     o
-}
-
-/// Spearman's ρ over the pairs where both are finite.
-fn rho_finite(a: &[f64], b: &[f64]) -> f64 {
-    let (x, y): (Vec<f64>, Vec<f64>) = a
-        .iter()
-        .zip(b)
-        .filter(|(p, q)| p.is_finite() && q.is_finite())
-        .map(|(p, q)| (*p, *q))
-        .unzip();
-    spearman(&x, &y)
 }
 
 /// The study's tables: per sampler, how each metric ranks the arms, then every arm.

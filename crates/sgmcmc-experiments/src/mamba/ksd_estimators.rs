@@ -20,7 +20,9 @@
 //! A way of estimating that works ranks the arms as the full-batch KSD does (Spearman's ρ)
 //! and picks the same arm.
 
-use super::{ExperimentSpec, HarnessSettings, MambaError, fmt_num, spearman};
+use super::{
+    ExperimentSpec, HarnessSettings, MambaError, fmt_num, label_value, rho_finite, spearman,
+};
 use crate::plot::{self, Figure, Panel, PlotError, Series};
 use serde::Serialize;
 use sgmcmc::estimator::BatchSize;
@@ -319,14 +321,6 @@ fn five_ksds(
     ]
 }
 
-/// The value of `key` in an arm's label ("key=value, …").
-fn label_value(label: &str, key: &str) -> Option<f64> {
-    label
-        .split(", ")
-        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-        .and_then(|v| v.parse().ok())
-}
-
 /// Each estimate's ρ with the full-batch KSD of all draws, and its pick.
 fn summarise(arms: &[ArmKsds]) -> Vec<EstimateSummary> {
     let column = |k: usize| arms.iter().map(|a| a.ksd[k]).collect::<Vec<f64>>();
@@ -337,18 +331,12 @@ fn summarise(arms: &[ArmKsds]) -> Vec<EstimateSummary> {
         .enumerate()
         .map(|(k, name)| {
             let values = column(k);
-            let (x, y): (Vec<f64>, Vec<f64>) = values
-                .iter()
-                .zip(&truth)
-                .filter(|(p, q)| p.is_finite() && q.is_finite())
-                .map(|(p, q)| (*p, *q))
-                .unzip();
             let pick = (0..values.len())
                 .min_by(|&i, &j| values[i].total_cmp(&values[j]))
                 .unwrap_or(0);
             EstimateSummary {
                 estimate: name.to_string(),
-                rho: spearman(&x, &y),
+                rho: rho_finite(&values, &truth),
                 rho_with_diverged: spearman(&values, &truth),
                 pick,
                 pick_ratio: truth.get(pick).map_or(f64::NAN, |t| t / best),

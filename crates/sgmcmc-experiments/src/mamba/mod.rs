@@ -433,26 +433,32 @@ impl FinishedRun<'_> {
         window: &Range<usize>,
         max_draws: usize,
     ) -> Result<Option<PredictiveMetrics>, MambaError> {
-        let prepared = self.session.prepared;
-        let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive())
-        else {
-            return Ok(None);
-        };
-        let Some(test) = ev.test.as_ref() else {
-            return Ok(None);
-        };
-        let dim = predictive.dim();
-        let draws = self.window_draws(window);
-        test.metrics(
-            predictive,
-            &[draws],
-            draws.len() / dim,
-            max_draws,
-            ev.calibration_bins,
-        )
-        .map(Some)
-        .map_err(MambaError::from)
+        test_metrics(self.session.prepared, self.window_draws(window), max_draws)
     }
+}
+
+/// The `[evaluation.test]` metrics of `draws` (flat, one chain), at most `max_draws` of them
+/// evenly spaced (`None`: no test split or no predictive model).
+pub fn test_metrics(
+    prepared: &Prepared,
+    draws: &[f64],
+    max_draws: usize,
+) -> Result<Option<PredictiveMetrics>, MambaError> {
+    let (Some(ev), Some(predictive)) = (prepared.evaluation.as_ref(), prepared.predictive()) else {
+        return Ok(None);
+    };
+    let Some(test) = ev.test.as_ref() else {
+        return Ok(None);
+    };
+    test.metrics(
+        predictive,
+        &[draws],
+        draws.len() / predictive.dim(),
+        max_draws,
+        ev.calibration_bins,
+    )
+    .map(Some)
+    .map_err(MambaError::from)
 }
 
 /// The reference moments at `path` if it holds `prepared`'s dimension, else NUTS with
@@ -976,6 +982,25 @@ pub fn spearman(a: &[f64], b: &[f64]) -> f64 {
         sbb += (y - mean) * (y - mean);
     }
     sab / (saa * sbb).sqrt()
+}
+
+/// Spearman's ρ over the pairs where both are finite.
+pub fn rho_finite(a: &[f64], b: &[f64]) -> f64 {
+    let (x, y): (Vec<f64>, Vec<f64>) = a
+        .iter()
+        .zip(b)
+        .filter(|(p, q)| p.is_finite() && q.is_finite())
+        .map(|(p, q)| (*p, *q))
+        .unzip();
+    spearman(&x, &y)
+}
+
+/// The value of `key` in an arm's label ("key=value, …"), e.g. its `log10_step_size`.
+pub fn label_value(label: &str, key: &str) -> Option<f64> {
+    label
+        .split(", ")
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
 }
 
 fn ranks(x: &[f64]) -> Vec<f64> {
