@@ -7,12 +7,25 @@ use crate::estimator::GradientEstimator;
 use crate::rng::ChainRng;
 use std::ops::DerefMut;
 
-/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so one
-/// branch-free sum decides (no early exit, vectorisable).
+/// Whether every entry is finite: x·0 is 0 for finite x and NaN for NaN or ±∞, so a
+/// branch-free sum decides. The sum runs in [`FINITE_LANES`] independent lanes: one serial
+/// floating-point sum cannot be reordered into vectors, and its add latency (≈ 1 ns per entry)
+/// cost ≈ 100 µs per iteration at PMF's D = 52,580 (position and score checked).
 #[inline]
 pub fn all_finite(x: &[f64]) -> bool {
-    x.iter().fold(0.0, |acc, v| acc + v * 0.0) == 0.0
+    let mut lanes = [0.0f64; FINITE_LANES];
+    let mut chunks = x.chunks_exact(FINITE_LANES);
+    for chunk in &mut chunks {
+        for (lane, v) in lanes.iter_mut().zip(chunk) {
+            *lane += v * 0.0;
+        }
+    }
+    let tail = chunks.remainder().iter().fold(0.0, |acc, v| acc + v * 0.0);
+    lanes.iter().sum::<f64>() + tail == 0.0
 }
+
+/// Independent partial sums in [`all_finite`]: four AVX-512 registers of f64.
+const FINITE_LANES: usize = 32;
 
 /// A self-contained Markov chain kernel that the runner can start anywhere and step with a
 /// random stream it is handed: a stochastic-gradient sampler with its gradient estimator
@@ -135,6 +148,28 @@ where
             step_size: Some(self.sampler.step_size()),
             thermostat: self.sampler.thermostat_value(),
             accepted: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::all_finite;
+
+    /// A NaN or ±∞ at any position (inside the lane chunks or in the tail) is found.
+    #[test]
+    fn all_finite_finds_a_bad_entry_anywhere() {
+        for len in [0usize, 1, 31, 32, 33, 100, 1000] {
+            let mut x: Vec<f64> = (0..len).map(|i| (i as f64 - 50.0) * 1e300).collect();
+            assert!(all_finite(&x), "len {len}");
+            for i in 0..len {
+                for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+                    let keep = x[i];
+                    x[i] = bad;
+                    assert!(!all_finite(&x), "len {len}, {bad} at {i}");
+                    x[i] = keep;
+                }
+            }
         }
     }
 }
