@@ -134,12 +134,12 @@ pub enum Experiment {
         #[arg(long, default_value_t = 2500)]
         reference_draws: usize,
     },
-    /// Tuning-free coreset paper: Fig. 1 (--study fig1: Hot DoG, r = 1e-3 with the hot-start test, against ADAM at learning rates 10^k, k = -3..1, beside the untrained coreset), the hot-start ablation and r sweep (--study hot-start: Figs. 4 and 6) or the other learning-rate-free methods (--study methods: DoG, DoWG, prodigy, D-Adaptation SGD and ADAM, each with and without the test; Figs. 3 and 7); M in {100, 500, 1000}, K = 2, S = M. Problems: the Gaussian location model (d = 20, N = 10,000; exact kernel), and with their flags the sparse regression (N = 50,000; Gibbs), Poisson regression on the bike-sharing data (slice sampler, Stan reference) and Bradley-Terry on the NBA games (slice sampler, NUTS reference); final average squared z-score, median over trials.
+    /// Tuning-free coreset paper: Fig. 1 (--study fig1: Hot DoG, r = 1e-3 with the hot-start test, against ADAM at learning rates 10^k, k = -3..1, beside the untrained coreset), the hot-start ablation and r sweep (--study hot-start: Figs. 4 and 6) or the other learning-rate-free methods (--study methods: DoG, DoWG, prodigy, D-Adaptation SGD and ADAM, each with and without the test; Figs. 3 and 7) or the burn-in traces (--study burn-in: the gradient norm and the hot-start statistic on the untrained coreset, burn_in.svg; Figs. 5, 10 and 11); M in {100, 500, 1000}, K = 2, S = M. Problems: the Gaussian location model (d = 20, N = 10,000; exact kernel), and with their flags the sparse regression (N = 50,000; Gibbs), Poisson regression on the bike-sharing data (slice sampler, Stan reference) and Bradley-Terry on the NBA games (slice sampler, NUTS reference); final average squared z-score, median over trials.
     CoresetFig1 {
         /// Output directory: report.json and tables.md.
         #[arg(long, default_value = "coreset_fig1_out")]
         out: PathBuf,
-        /// Which comparison: fig1, hot-start or methods.
+        /// Which comparison: fig1, hot-start, methods or burn-in.
         #[arg(long, default_value = "fig1")]
         study: coreset_fig1::Study,
         /// Optimisation iterations per run (the paper: 200,000).
@@ -1099,6 +1099,11 @@ pub fn run(which: Experiment) -> Result<()> {
             })
             .map_err(anyhow::Error::msg)?;
             write_tables_and_report(&out, &coreset_fig1::markdown(&report), &report)?;
+            if coreset_fig1::write_burn_in_figure(&report, &out.join("burn_in.svg"))
+                .context("cannot draw burn_in.svg")?
+            {
+                outln!("wrote {}/burn_in.svg", out.display());
+            }
             outln!(
                 "{:.1} s; wrote {}/tables.md and report.json",
                 report.seconds,

@@ -4,7 +4,8 @@
 //! trials), beside the untrained coreset (w = N/M throughout).
 //!
 //! [`Study`] picks the comparison: Fig. 1 (above), the hot-start ablation with the r sweep
-//! (Figs. 4 and 6) or the other learning-rate-free methods (Figs. 3 and 7).
+//! (Figs. 4 and 6), the other learning-rate-free methods (Figs. 3 and 7), or the burn-in traces
+//! of ‖ĝ‖ and the hot-start statistic before any weight is trained (Figs. 5, 10 and 11).
 //!
 //! Problems (reference §7.9): the Gaussian location model (d = 20, N = 10,000 synthetic, the
 //! exact AR(1) kernel, closed-form reference); the sparse regression (N = 50,000 synthetic,
@@ -17,10 +18,11 @@
 //! (paired comparison); runs go in parallel on rayon, each single-threaded and seeded by its
 //! trial, so results do not depend on the thread count.
 
+use crate::plot::{Figure, Panel, PlotError, Series};
 use rayon::prelude::*;
 use serde::Serialize;
 use sgmcmc::coreset::{
-    Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, ExactGaussianKernel, HotDog,
+    BurnInPoint, Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, ExactGaussianKernel, HotDog,
     HotStartSettings, SliceKernel, SliceSettings, SparseGibbsKernel, SubsampleScheme,
     WeightOptimiser, ZScoreTracker, run_coreset_mcmc,
 };
@@ -456,6 +458,11 @@ pub enum Study {
     /// D-Adaptation SGD (d₀ = `d0`) and ADAM (each learning rate), each with and without the
     /// hot-start test.
     Methods,
+    /// Figs. 5, 10 and 11: Hot DoG's chains on the untrained coreset for the whole run (the
+    /// test's threshold set to 0, so warm-up never ends and no weight moves), recording ‖ĝ‖ at
+    /// every iteration and the test statistic at every check; where the statistic first falls
+    /// below c = 0.5 is where the test would have passed.
+    BurnIn,
 }
 
 impl std::str::FromStr for Study {
@@ -466,8 +473,9 @@ impl std::str::FromStr for Study {
             "fig1" => Ok(Study::Fig1),
             "hot-start" => Ok(Study::HotStart),
             "methods" => Ok(Study::Methods),
+            "burn-in" => Ok(Study::BurnIn),
             _ => Err(format!(
-                "unknown study {s:?}: expected fig1, hot-start or methods"
+                "unknown study {s:?}: expected fig1, hot-start, methods or burn-in"
             )),
         }
     }
@@ -511,6 +519,7 @@ impl Study {
                     list.extend(adam(hot_start));
                 }
             }
+            Study::BurnIn => {}
         }
         let mut unique: Vec<OptimiserChoice> = Vec::with_capacity(list.len());
         for c in list {
@@ -574,7 +583,7 @@ impl CoresetFig1Settings {
                 self.sizes
             ));
         }
-        if self.study != Study::Fig1 && self.r_values.is_empty() {
+        if matches!(self.study, Study::HotStart | Study::Methods) && self.r_values.is_empty() {
             return Err(format!(
                 "the {:?} study needs at least one r value",
                 self.study
@@ -620,6 +629,89 @@ pub struct Fig1Cell {
     pub seconds_per_run: f64,
     /// (iteration, median metric) along the run, for plots.
     pub trace: Vec<(usize, f64)>,
+    /// The burn-in study: each trial's summary of its trace (empty for the other studies).
+    pub burn_in: Vec<BurnInSummary>,
+    /// The burn-in study: the first trial's trace, every iteration (empty otherwise).
+    pub burn_in_trace: Vec<BurnInRow>,
+}
+
+/// The hot-start threshold c whose crossing the burn-in study reports (the paper's 0.5).
+pub const HOT_START_THRESHOLD: f64 = 0.5;
+
+/// Half-width of the running median that decides when ‖ĝ‖ has stabilised.
+const STABLE_HALF_WINDOW: usize = 25;
+
+/// One iteration of a burn-in trace.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BurnInRow {
+    /// Iteration.
+    pub iteration: usize,
+    /// ‖ĝ‖₂ at the untrained weights.
+    pub gradient_norm: f64,
+    /// median(u₁, …, u_K) where the test was checked.
+    pub statistic: Option<f64>,
+}
+
+impl From<&BurnInPoint> for BurnInRow {
+    fn from(p: &BurnInPoint) -> Self {
+        Self {
+            iteration: p.iteration,
+            gradient_norm: p.gradient_norm,
+            statistic: p.statistic,
+        }
+    }
+}
+
+/// What one burn-in trace shows (the paper: "the hot-start test passes and thus burn-in
+/// terminates shortly after gradient norms are stabilized").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BurnInSummary {
+    /// The first check whose statistic is below [`HOT_START_THRESHOLD`]: where Hot DoG's
+    /// test passes (None: not within the run).
+    pub test_passes: Option<usize>,
+    /// The plateau: the median ‖ĝ‖ over the second half of the run.
+    pub plateau: f64,
+    /// The first iteration from which the running median of ‖ĝ‖ (21 iterations, centred)
+    /// stays within a factor 2 of the plateau (None: it does not by the run's end).
+    pub stable_from: Option<usize>,
+    /// ‖ĝ‖ at the first iteration.
+    pub norm_start: f64,
+    /// ‖ĝ‖ where the test passes.
+    pub norm_at_pass: Option<f64>,
+}
+
+/// The summary of one burn-in trace (points at consecutive iterations from 0).
+pub fn summarise_burn_in(points: &[BurnInRow]) -> BurnInSummary {
+    let norms: Vec<f64> = points.iter().map(|p| p.gradient_norm).collect();
+    let plateau = median(&norms[norms.len() / 2..]);
+    let test_passes = points
+        .iter()
+        .find(|p| p.statistic.is_some_and(|u| u < HOT_START_THRESHOLD))
+        .map(|p| p.iteration);
+    let w = STABLE_HALF_WINDOW;
+    let stable_from = if norms.len() < 2 * w + 1 {
+        None
+    } else {
+        let inside = |c: usize| {
+            let m = median(&norms[c - w..=c + w]);
+            m <= 2.0 * plateau && m >= 0.5 * plateau
+        };
+        let centres = w..norms.len() - w;
+        match centres.clone().rev().find(|&c| !inside(c)) {
+            None => Some(points[0].iteration),
+            Some(c) if c + 1 < norms.len() - w => Some(points[c + 1].iteration),
+            Some(_) => None,
+        }
+    };
+    BurnInSummary {
+        test_passes,
+        plateau,
+        stable_from,
+        norm_start: norms.first().copied().unwrap_or(f64::NAN),
+        norm_at_pass: test_passes
+            .and_then(|i| points.iter().find(|p| p.iteration == i))
+            .map(|p| p.gradient_norm),
+    }
 }
 
 /// A problem of the report and how its reference was obtained.
@@ -644,7 +736,28 @@ pub struct CoresetFig1Report {
     pub seconds: f64,
 }
 
-fn settings_for(size: usize, iterations: usize, choice: OptimiserChoice) -> CoresetSettings {
+fn settings_for(
+    size: usize,
+    iterations: usize,
+    choice: OptimiserChoice,
+    study: Study,
+) -> CoresetSettings {
+    let hot_start = if study == Study::BurnIn {
+        // Warm-up for the whole run: the statistic is never below 0, and no weight moves.
+        HotStartSettings {
+            enabled: true,
+            threshold: 0.0,
+            max_warmup: iterations,
+            never_train_without_hot_start: true,
+            record_trace: true,
+            ..HotStartSettings::default()
+        }
+    } else {
+        HotStartSettings {
+            enabled: choice.hot_start,
+            ..HotStartSettings::default()
+        }
+    };
     CoresetSettings {
         train_iterations: if choice.kind == OptimiserKind::Untrained {
             0
@@ -659,10 +772,7 @@ fn settings_for(size: usize, iterations: usize, choice: OptimiserChoice) -> Core
         subsample: size,
         scheme: SubsampleScheme::Uniform,
         newton_correction: false,
-        hot_start: HotStartSettings {
-            enabled: choice.hot_start,
-            ..HotStartSettings::default()
-        },
+        hot_start,
         record_every: (iterations / 100).max(1),
     }
 }
@@ -673,6 +783,7 @@ struct TrialResult {
     stopped: Option<String>,
     seconds: f64,
     trace: Vec<(usize, f64)>,
+    burn_in: Vec<BurnInRow>,
 }
 
 fn run_trial(
@@ -697,7 +808,7 @@ fn run_trial(
         coreset,
         &mut kernels,
         optimiser.as_mut(),
-        &settings_for(size, settings.iterations, choice),
+        &settings_for(size, settings.iterations, choice, settings.study),
         seed,
         Some(&mut tracker),
         None,
@@ -710,6 +821,7 @@ fn run_trial(
         stopped: run.stopped,
         seconds: started.elapsed().as_secs_f64(),
         trace: run.metric,
+        burn_in: run.burn_in.iter().map(BurnInRow::from).collect(),
     })
 }
 
@@ -779,6 +891,12 @@ pub fn run(
                 seconds_per_run: trials.iter().map(|t| t.seconds).sum::<f64>()
                     / trials.len() as f64,
                 trace,
+                burn_in: trials
+                    .iter()
+                    .filter(|t| !t.burn_in.is_empty())
+                    .map(|t| summarise_burn_in(&t.burn_in))
+                    .collect(),
+                burn_in_trace: trials[0].burn_in.clone(),
             };
             log(&format!(
                 "{} M = {size} {}: median final metric {:.4e} ({:.1} s per run)",
@@ -810,6 +928,9 @@ pub fn run(
 /// "optimally-tuned ADAM").
 pub fn markdown(report: &CoresetFig1Report) -> String {
     let s = &report.settings;
+    if s.study == Study::BurnIn {
+        return burn_in_markdown(report);
+    }
     let mut out = format!(
         "Study {:?}: final average squared z-score, median of {} trials (seeds {}..={}), {} \
          iterations, K = {CHAINS}, S = M; \"/ Hot DoG\": the median over Hot DoG's (r = {:e}, \
@@ -880,4 +1001,115 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
         out.push_str("\n\n");
     }
     out
+}
+
+/// "a, b, c" with "–" for a missing value.
+fn list<T: std::fmt::Display>(values: impl Iterator<Item = Option<T>>) -> String {
+    values
+        .map(|v| v.map_or_else(|| "–".to_string(), |v| v.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The burn-in study's tables: per problem and M, where each trial's test passes, from where
+/// its ‖ĝ‖ is stable, and ‖ĝ‖ at the start, at the pass and on the plateau.
+fn burn_in_markdown(report: &CoresetFig1Report) -> String {
+    let s = &report.settings;
+    let mut out = format!(
+        "Study BurnIn: K = {CHAINS} chains on the untrained coreset (w = N/M) for {} iterations, \
+         S = M; ‖ĝ‖ at every iteration, the hot-start statistic median(u₁, …, u_K) every {} \
+         iterations from 3·dim; {} trials (seeds {}..={}). \"passes\": the first check below c = \
+         {HOT_START_THRESHOLD}, where Hot DoG's test ends warm-up. \"stable\": the first \
+         iteration from which the running median of ‖ĝ‖ ({} iterations, centred) stays within a \
+         factor 2 of the plateau (the median over the second half of the run).\n\n",
+        s.iterations,
+        HotStartSettings::default().check_every,
+        s.trials,
+        s.seed,
+        s.seed + s.trials as u64 - 1,
+        2 * STABLE_HALF_WINDOW + 1
+    );
+    for info in &report.problems {
+        out.push_str(&format!("- {}: {}\n", info.name, info.reference));
+    }
+    out.push('\n');
+    let mut problems: Vec<&str> = report.cells.iter().map(|c| c.problem.as_str()).collect();
+    problems.dedup();
+    for problem in problems {
+        out.push_str(&format!(
+            "### {problem}\n\n| M | passes at, per trial | stable from, per trial | ‖ĝ‖ first / at the pass / \
+             plateau (medians over trials) |\n|---|---|---|---|\n"
+        ));
+        for cell in report.cells.iter().filter(|c| c.problem == problem) {
+            let b = &cell.burn_in;
+            let med = |f: &dyn Fn(&BurnInSummary) -> Option<f64>| {
+                let v: Vec<f64> = b.iter().filter_map(f).collect();
+                median(&v)
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {:.3e} / {:.3e} / {:.3e} |\n",
+                cell.size,
+                list(b.iter().map(|t| t.test_passes)),
+                list(b.iter().map(|t| t.stable_from)),
+                med(&|t| Some(t.norm_start)),
+                med(&|t| t.norm_at_pass),
+                med(&|t| Some(t.plateau)),
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The burn-in study's figure (the paper's Figs. 5, 10 and 11): one panel per problem and M,
+/// the first trial's ‖ĝ‖ and test statistic against the iteration, with c = 0.5; None for the
+/// other studies.
+pub fn burn_in_figure(report: &CoresetFig1Report) -> Option<Figure> {
+    let panels: Vec<Panel> = report
+        .cells
+        .iter()
+        .filter(|c| !c.burn_in_trace.is_empty())
+        .map(|cell| {
+            let t = &cell.burn_in_trace;
+            let (checks, statistic): (Vec<f64>, Vec<f64>) = t
+                .iter()
+                .filter_map(|p| p.statistic.map(|u| (p.iteration as f64, u)))
+                .filter(|&(_, u)| u > 0.0 && u.is_finite())
+                .unzip();
+            let last = t.last().map_or(0.0, |p| p.iteration as f64);
+            Panel {
+                title: format!("{}, M = {}", cell.problem, cell.size),
+                series: vec![
+                    Series::line(
+                        "‖ĝ‖ (trial 1)",
+                        t.iter().map(|p| p.iteration as f64).collect(),
+                        t.iter().map(|p| p.gradient_norm).collect(),
+                    ),
+                    Series::line("median u (trial 1)", checks, statistic),
+                    Series::line(
+                        format!("c = {HOT_START_THRESHOLD}"),
+                        vec![0.0, last],
+                        vec![HOT_START_THRESHOLD; 2],
+                    ),
+                ],
+            }
+        })
+        .collect();
+    (!panels.is_empty()).then(|| {
+        Figure::new(
+            "Burn-in on the untrained coreset: weight-gradient norm and hot-start statistic",
+            "iteration",
+            "‖ĝ‖ and median u (log scale)",
+            true,
+            panels,
+        )
+    })
+}
+
+/// Writes [`burn_in_figure`] to `path` if the report has burn-in traces.
+pub fn write_burn_in_figure(report: &CoresetFig1Report, path: &Path) -> Result<bool, PlotError> {
+    match burn_in_figure(report) {
+        Some(figure) => crate::plot::write_svg(path, &figure).map(|()| true),
+        None => Ok(false),
+    }
 }

@@ -1,7 +1,7 @@
 //! `sgmcmc experiment coreset-fig1` beyond Fig. 1 on the Gaussian location model (which the CLI
 //! tests cover): each study's optimiser list, the hot-start gate reaching every run, the sparse
 //! regression's Gibbs reference against NUTS on the same posterior, a short sparse-regression
-//! comparison, Bradley–Terry from a games file, and bad settings.
+//! comparison, Bradley–Terry from a games file, the burn-in traces, and bad settings.
 //!
 //! Break-once:
 //! - every run built with the hot-start test on (`enabled: true` in `settings_for`): the
@@ -9,17 +9,22 @@
 //!   passed, not at iteration 0.
 //! - the Gibbs reference on the data with weight 2 instead of 1: the NUTS comparison failed
 //!   (slab coefficients 0.9–1.3 sds off, sd ratios 0.67–0.79).
+//! - the burn-in summary's pass taken at the first check with statistic < 0.6 instead of
+//!   c = 0.5: `the_burn_in_study_finds_where_hot_dog_passes` failed (trial 2's pass at
+//!   iteration 30 against Hot DoG's 60).
 //! - Not caught: the reference's moments from the first half of each chain instead of the
 //!   second. At N = 1,000 the chains start close to the posterior (OLS + N(0, I)) and forget
 //!   their start within a few sweeps of 6,000.
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use sgmcmc::model::{Model, SparseRegression};
+use sgmcmc::data::{Features, Matrix};
+use sgmcmc::model::{GaussianModel, Model, SparseRegression};
 use sgmcmc::reference::{NutsSettings, run_nuts};
 use sgmcmc::runner::NoProgress;
 use sgmcmc_experiments::coreset_fig1::{
-    self, CoresetFig1Settings, GibbsReference, OptimiserChoice, OptimiserKind, Problem, Study,
+    self, CoresetFig1Settings, GibbsReference, OptimiserChoice, OptimiserKind, Problem,
+    ProblemModel, Study,
 };
 use std::io::Write;
 use std::sync::Arc;
@@ -268,4 +273,67 @@ fn bad_settings_are_errors_before_any_run() {
         let e = coreset_fig1::run(&problems, &s, &|_| {}).unwrap_err();
         assert!(e.contains(expected), "{e}");
     }
+}
+
+/// The burn-in study on a slice-sampled Gaussian location model whose data sit at 5 (chains
+/// start at N(0, I), far out): one trace point per iteration, the statistic every 30 from
+/// 3·dim, ‖ĝ‖ falling from the start to its plateau, and the test's first pass where Hot DoG's
+/// own run (Fig. 1 study, same seeds) ends warm-up.
+#[test]
+fn the_burn_in_study_finds_where_hot_dog_passes() {
+    let (n, d) = (2_000, 2);
+    let x: Vec<f64> = (0..n * d)
+        .map(|i| 5.0 + ((i * 7919) % 1000) as f64 / 1000.0 - 0.5)
+        .collect();
+    let identity = [1.0, 0.0, 0.0, 1.0];
+    let model = GaussianModel::new(
+        Features::F64(Matrix::from_vec(x, n, d).unwrap()),
+        &identity,
+        1.0,
+    )
+    .unwrap();
+    let problem = Problem {
+        name: "shifted location".into(),
+        model: ProblemModel::Slice(Box::new(model)),
+        mean: vec![5.0; d],
+        sd: vec![(1.0 / (1.0 + n as f64)).sqrt(); d],
+        reference: "approximate".into(),
+    };
+    let burn_in = CoresetFig1Settings {
+        sizes: vec![100],
+        iterations: 900,
+        trials: 2,
+        ..settings(Study::BurnIn)
+    };
+    let report = coreset_fig1::run(std::slice::from_ref(&problem), &burn_in, &|_| {}).unwrap();
+    assert_eq!(report.cells.len(), 1);
+    let cell = &report.cells[0];
+    assert_eq!(cell.burn_in.len(), 2);
+    let t = &cell.burn_in_trace;
+    assert_eq!(
+        t.iter().map(|p| p.iteration).collect::<Vec<_>>(),
+        (0..=900).collect::<Vec<_>>()
+    );
+    for p in t {
+        let checked = p.iteration >= 6 && p.iteration % 30 == 0;
+        assert_eq!(p.statistic.is_some(), checked, "iteration {}", p.iteration);
+    }
+    for s in &cell.burn_in {
+        assert!(s.norm_start > 10.0 * s.plateau, "{s:?}");
+        assert!(s.stable_from.is_some(), "{s:?}");
+    }
+    // Hot DoG's own runs end warm-up at the same iterations.
+    let fig1 = CoresetFig1Settings {
+        study: Study::Fig1,
+        learning_rates: vec![1.0],
+        ..burn_in.clone()
+    };
+    let hot = coreset_fig1::run(std::slice::from_ref(&problem), &fig1, &|_| {}).unwrap();
+    let hot_dog = hot.cells.iter().find(|c| c.optimiser.is_hot_dog()).unwrap();
+    let passes: Vec<Option<usize>> = cell.burn_in.iter().map(|s| s.test_passes).collect();
+    assert!(passes.iter().all(Option::is_some), "{passes:?}");
+    assert_eq!(passes, hot_dog.hot_start_iteration);
+    let figure = coreset_fig1::burn_in_figure(&report).unwrap();
+    assert_eq!(figure.panels.len(), 1);
+    sgmcmc_experiments::plot::render_svg(&figure).unwrap();
 }

@@ -21,6 +21,9 @@ pub mod streams {
     /// Stream of the random row order that block minibatches read
     /// ([`crate::data::Dataset::shuffled`]).
     pub const ROW_ORDER: u64 = (1 << 20) + 3;
+    /// Stream of the coreset burn-in trace's weight-gradient subsamples
+    /// ([`crate::coreset::HotStartSettings::record_trace`]).
+    pub const BURN_IN_TRACE: u64 = (1 << 20) + 4;
 }
 
 /// The independent stream number `stream` derived from the user `seed`.

@@ -8,6 +8,7 @@ mod bnn;
 mod ccadl;
 mod common;
 mod constraints;
+mod coreset_burn_in;
 mod coreset_mcmc;
 mod coreset_models;
 mod coreset_optim;

@@ -358,6 +358,7 @@ pub fn run_coreset(
             max_warmup: h.max_warmup,
             trace_includes_prior: h.trace_includes_prior,
             never_train_without_hot_start: h.never_train_without_hot_start,
+            record_trace: false,
         },
         record_every: c.record_every,
     };

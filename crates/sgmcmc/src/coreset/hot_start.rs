@@ -34,27 +34,29 @@ pub fn hot_start_statistic(trace: &[f64]) -> Option<f64> {
     })
 }
 
-/// Whether the median over chains of [`hot_start_statistic`] is below `threshold` (the paper's
-/// c = 0.5). False while any trace is too short.
-pub fn hot_start_passes(traces: &[&[f64]], threshold: f64) -> bool {
+/// The median over chains of [`hot_start_statistic`] (the test's statistic median(u₁, …, u_K));
+/// `None` while any trace is too short, or without traces.
+pub fn hot_start_median(traces: &[&[f64]]) -> Option<f64> {
     let mut u: Vec<f64> = Vec::with_capacity(traces.len());
     for trace in traces {
-        match hot_start_statistic(trace) {
-            Some(x) => u.push(x),
-            None => return false,
-        }
+        u.push(hot_start_statistic(trace)?);
     }
     if u.is_empty() {
-        return false;
+        return None;
     }
     u.sort_by(f64::total_cmp);
     let k = u.len();
-    let median = if k % 2 == 1 {
+    Some(if k % 2 == 1 {
         u[k / 2]
     } else {
         0.5 * (u[k / 2 - 1] + u[k / 2])
-    };
-    median < threshold
+    })
+}
+
+/// Whether [`hot_start_median`] is below `threshold` (the paper's c = 0.5). False while any
+/// trace is too short.
+pub fn hot_start_passes(traces: &[&[f64]], threshold: f64) -> bool {
+    hot_start_median(traces).is_some_and(|median| median < threshold)
 }
 
 /// The block's mean and the residual standard error of y on (1, j), j = 1..s, by centred

@@ -22,7 +22,7 @@
 
 use super::CoresetError;
 use super::gradient::{SubsampleScheme, WeightGradient};
-use super::hot_start::hot_start_passes;
+use super::hot_start::hot_start_median;
 use super::kernel::CoresetKernel;
 use super::metric::ZScoreTracker;
 use super::optim::WeightOptimiser;
@@ -55,6 +55,11 @@ pub struct HotStartSettings {
     pub trace_includes_prior: bool,
     /// Never train if the test has not passed by the cap (the reference's behaviour).
     pub never_train_without_hot_start: bool,
+    /// Record the burn-in trace ([`CoresetRun::burn_in`]: the paper's Figs. 5, 10 and 11).
+    /// Costs one extra weight-gradient estimate per warm-up iteration, from its own random
+    /// stream, so the run's chains, weights and draws are those of a run without it. Not
+    /// checkpointed: a run that records it cannot take checkpoints.
+    pub record_trace: bool,
 }
 
 impl Default for HotStartSettings {
@@ -66,8 +71,22 @@ impl Default for HotStartSettings {
             max_warmup: 10_000,
             trace_includes_prior: false,
             never_train_without_hot_start: false,
+            record_trace: false,
         }
     }
+}
+
+/// One warm-up iteration of the burn-in trace (the tuning-free paper's Figs. 5, 10 and 11).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BurnInPoint {
+    /// The iteration (sweep) of warm-up.
+    pub iteration: usize,
+    /// ‖ĝ‖₂: the norm of the weight-gradient estimate (Eq. 4) at the untrained weights and the
+    /// states this sweep produced, from the trace's own subsample stream.
+    pub gradient_norm: f64,
+    /// median(u₁, …, u_K) where the hot-start test was checked at this iteration (None where
+    /// it was not, or a trace was still too short).
+    pub statistic: Option<f64>,
 }
 
 /// Settings of one coreset run.
@@ -110,6 +129,17 @@ pub struct CoresetRun {
     pub draws: Vec<Vec<f64>>,
     /// Why the run stopped before its end, if it did.
     pub stopped: Option<String>,
+    /// One point per warm-up iteration with [`HotStartSettings::record_trace`] (empty
+    /// without it).
+    pub burn_in: Vec<BurnInPoint>,
+}
+
+/// The burn-in trace's own weight-gradient estimator, stream and output buffer.
+struct TraceGradient {
+    estimator: WeightGradient,
+    rng: ChainRng,
+    gradient: Vec<f64>,
+    points: Vec<BurnInPoint>,
 }
 
 /// The K lockstep kernels and the weights as one [`Transition`] of the joint chain on
@@ -136,6 +166,8 @@ struct CoresetSweep<'a> {
     hot_start_iteration: Option<usize>,
     hot_start_passed: bool,
     traces: Vec<Vec<f64>>,
+    /// The burn-in trace, when recorded.
+    trace_gradient: Option<TraceGradient>,
     optimiser_steps: usize,
     positions: Vec<f64>,
     /// The run's seed (checked when a checkpoint is read back).
@@ -188,13 +220,31 @@ impl Transition for CoresetSweep<'_> {
                 self.traces[c].push(value);
             }
         }
+        let warming_up = self.warming_up;
+        let mut statistic = None;
         if self.warming_up && i >= 3 * self.state_dim && i.is_multiple_of(hot.check_every) {
             let views: Vec<&[f64]> = self.traces.iter().map(Vec::as_slice).collect();
-            if hot_start_passes(&views, hot.threshold) {
+            statistic = hot_start_median(&views);
+            if statistic.is_some_and(|median| median < hot.threshold) {
                 self.warming_up = false;
                 self.hot_start_passed = true;
                 self.hot_start_iteration = Some(i);
             }
+        }
+        if warming_up && let Some(trace) = self.trace_gradient.as_mut() {
+            trace.estimator.estimate(
+                self.model,
+                &self.coreset.points,
+                &self.coreset.weights,
+                self.kernels.iter().map(|k| k.position()),
+                &mut trace.rng,
+                &mut trace.gradient,
+            );
+            trace.points.push(BurnInPoint {
+                iteration: i,
+                gradient_norm: trace.gradient.iter().map(|g| g * g).sum::<f64>().sqrt(),
+                statistic,
+            });
         }
         if self.warming_up && i >= hot.max_warmup && !hot.never_train_without_hot_start {
             self.warming_up = false;
@@ -511,6 +561,18 @@ pub fn run_coreset_mcmc(
     if settings.newton_correction {
         weight_gradient = weight_gradient.with_newton_correction();
     }
+    if settings.hot_start.record_trace && checkpoints.is_some() {
+        return Err(CoresetError::Setting(
+            "the burn-in trace (record_trace) is not checkpointed: record it without checkpoints"
+                .into(),
+        ));
+    }
+    let trace_gradient = settings.hot_start.record_trace.then(|| TraceGradient {
+        estimator: weight_gradient.clone(),
+        rng: rng::stream(seed, rng::streams::BURN_IN_TRACE),
+        gradient: vec![0.0; coreset.len()],
+        points: Vec::new(),
+    });
     if let Some(t) = tracker.as_deref()
         && t.dim() != model.dim()
     {
@@ -554,6 +616,7 @@ pub fn run_coreset_mcmc(
         hot_start_iteration: (!hot.enabled).then_some(0),
         hot_start_passed: false,
         traces: vec![Vec::new(); k],
+        trace_gradient,
         optimiser_steps: 0,
         positions,
         seed,
@@ -637,5 +700,6 @@ pub fn run_coreset_mcmc(
         metric,
         draws: recorder.draws,
         stopped,
+        burn_in: sweep.trace_gradient.map_or_else(Vec::new, |t| t.points),
     })
 }

@@ -26,12 +26,13 @@ pub mod slice;
 
 pub use gibbs::{GibbsError, SparseGibbs};
 pub use gradient::{SubsampleScheme, WeightGradient};
-pub use hot_start::{hot_start_passes, hot_start_statistic};
+pub use hot_start::{hot_start_median, hot_start_passes, hot_start_statistic};
 pub use kernel::{
     CoresetKernel, ExactGaussianKernel, KernelError, SamplerKernel, SliceKernel, SparseGibbsKernel,
 };
 pub use mcmc::{
-    CoresetCheckpoints, CoresetRun, CoresetSettings, HotStartSettings, run_coreset_mcmc,
+    BurnInPoint, CoresetCheckpoints, CoresetRun, CoresetSettings, HotStartSettings,
+    run_coreset_mcmc,
 };
 pub use metric::ZScoreTracker;
 pub use optim::{Adam, DAdaptSgd, Dog, Dowg, HotDog, OptimiserError, Prodigy, WeightOptimiser};
