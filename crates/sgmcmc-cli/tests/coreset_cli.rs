@@ -346,7 +346,7 @@ fn coreset_study_flags_reach_the_report() {
     );
     let stderr = String::from_utf8_lossy(&unknown.stderr);
     assert!(
-        !unknown.status.success() && stderr.contains("fig1, hot-start or methods"),
+        !unknown.status.success() && stderr.contains("fig1, hot-start, methods or burn-in"),
         "{stderr}"
     );
     common::assert_command_fails_with(
