@@ -1031,7 +1031,10 @@ fn burn_in_markdown(report: &CoresetFig1Report) -> String {
                 cell.size,
                 list(b.iter().map(|t| t.test_passes)),
                 list(b.iter().map(|t| t.norm_at_pass.map(|x| ratio(x, t)))),
-                list(b.iter().map(|t| Some(format!("{:.3e}", t.norm_start / t.plateau)))),
+                list(
+                    b.iter()
+                        .map(|t| Some(format!("{:.3e}", t.norm_start / t.plateau)))
+                ),
                 list(b.iter().map(|t| Some(format!("{:.3e}", t.plateau)))),
             ));
         }

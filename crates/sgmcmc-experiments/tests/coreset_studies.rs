@@ -323,7 +323,11 @@ fn the_burn_in_study_finds_where_hot_dog_passes() {
         assert!(s.norm_at_pass.is_some_and(f64::is_finite), "{s:?}");
     }
     // The chains start far out: the first ‖ĝ‖ is far above the plateau.
-    assert!(t[0].gradient_norm > 10.0 * cell.burn_in[0].plateau, "{:?}", t[0]);
+    assert!(
+        t[0].gradient_norm > 10.0 * cell.burn_in[0].plateau,
+        "{:?}",
+        t[0]
+    );
     // Hot DoG's own runs end warm-up at the same iterations.
     let fig1 = CoresetFig1Settings {
         study: Study::Fig1,
