@@ -6,7 +6,8 @@
 //! 2. during warm-up, the chains' hot-start traces get Σₘ w₀ₘ·ℓ_{cₘ}(θ) (or log π_w with the
 //!    prior, `trace_includes_prior`), and at i ≥ 3·dim, i mod `check_every` = 0 the hot-start
 //!    test (Algorithm 3) may end warm-up; warm-up also ends at the cap (the reference would
-//!    never train then: `never_train_without_hot_start`);
+//!    never train then: `never_train_without_hot_start`); with `record_trace` each warm-up
+//!    sweep also records ‖ĝ‖ (from its own stream) and the statistic where it was checked;
 //! 3. for 0 < i ≤ training iterations after warm-up: ĝ from the states just produced (Eq. 4),
 //!    one optimiser step, projected onto w ≥ 0;
 //! 4. the K states go to the metric and, after training, to the draws.
@@ -134,7 +135,7 @@ pub struct CoresetRun {
     pub burn_in: Vec<BurnInPoint>,
 }
 
-/// The burn-in trace's own weight-gradient estimator, stream and output buffer.
+/// The burn-in trace's own weight-gradient estimator, stream and output buffer, and its points.
 struct TraceGradient {
     estimator: WeightGradient,
     rng: ChainRng,
