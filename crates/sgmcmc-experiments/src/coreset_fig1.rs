@@ -632,42 +632,24 @@ pub struct Fig1Cell {
     /// The burn-in study: each trial's summary of its trace (empty for the other studies).
     pub burn_in: Vec<BurnInSummary>,
     /// The burn-in study: the first trial's trace, every iteration (empty otherwise).
-    pub burn_in_trace: Vec<BurnInRow>,
+    pub burn_in_trace: Vec<BurnInPoint>,
 }
 
-/// The hot-start threshold c whose crossing the burn-in study reports (the paper's 0.5).
-pub const HOT_START_THRESHOLD: f64 = 0.5;
+/// The hot-start threshold c whose crossing the burn-in study reports: the default (the
+/// paper's 0.5), with which every other study's Hot DoG runs.
+pub fn hot_start_threshold() -> f64 {
+    HotStartSettings::default().threshold
+}
 
 /// Half-width of the window whose median ‖ĝ‖ is reported around the pass (single values of
 /// the stochastic ĝ scatter over an order of magnitude).
 const PASS_HALF_WINDOW: usize = 25;
 
-/// One iteration of a burn-in trace.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct BurnInRow {
-    /// Iteration.
-    pub iteration: usize,
-    /// ‖ĝ‖₂ at the untrained weights.
-    pub gradient_norm: f64,
-    /// median(u₁, …, u_K) where the test was checked.
-    pub statistic: Option<f64>,
-}
-
-impl From<&BurnInPoint> for BurnInRow {
-    fn from(p: &BurnInPoint) -> Self {
-        Self {
-            iteration: p.iteration,
-            gradient_norm: p.gradient_norm,
-            statistic: p.statistic,
-        }
-    }
-}
-
 /// What one burn-in trace shows (the paper: "the hot-start test passes and thus burn-in
 /// terminates shortly after gradient norms are stabilized").
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct BurnInSummary {
-    /// The first check whose statistic is below [`HOT_START_THRESHOLD`]: where Hot DoG's
+    /// The first check whose statistic is below [`hot_start_threshold`]: where Hot DoG's
     /// test passes (None: not within the run).
     pub test_passes: Option<usize>,
     /// The plateau: the median ‖ĝ‖ over the second half of the run.
@@ -679,12 +661,13 @@ pub struct BurnInSummary {
 }
 
 /// The summary of one burn-in trace (points at consecutive iterations from 0).
-pub fn summarise_burn_in(points: &[BurnInRow]) -> BurnInSummary {
+pub fn summarise_burn_in(points: &[BurnInPoint]) -> BurnInSummary {
     let norms: Vec<f64> = points.iter().map(|p| p.gradient_norm).collect();
     let plateau = median(&norms[norms.len() / 2..]);
+    let threshold = hot_start_threshold();
     let test_passes = points
         .iter()
-        .find(|p| p.statistic.is_some_and(|u| u < HOT_START_THRESHOLD))
+        .find(|p| p.statistic.is_some_and(|u| u < threshold))
         .map(|p| p.iteration);
     let w = PASS_HALF_WINDOW;
     BurnInSummary {
@@ -766,7 +749,7 @@ struct TrialResult {
     stopped: Option<String>,
     seconds: f64,
     trace: Vec<(usize, f64)>,
-    burn_in: Vec<BurnInRow>,
+    burn_in: Vec<BurnInPoint>,
 }
 
 fn run_trial(
@@ -804,7 +787,7 @@ fn run_trial(
         stopped: run.stopped,
         seconds: started.elapsed().as_secs_f64(),
         trace: run.metric,
-        burn_in: run.burn_in.iter().map(BurnInRow::from).collect(),
+        burn_in: run.burn_in,
     })
 }
 
@@ -994,15 +977,15 @@ fn list<T: std::fmt::Display>(values: impl Iterator<Item = Option<T>>) -> String
         .join(", ")
 }
 
-/// The burn-in study's tables: per problem and M, where each trial's test passes, from where
-/// its ‖ĝ‖ is stable, and ‖ĝ‖ at the start, at the pass and on the plateau.
+/// The burn-in study's tables: per problem and M, where each trial's test passes, and ‖ĝ‖ at
+/// the start and around the pass relative to its plateau.
 fn burn_in_markdown(report: &CoresetFig1Report) -> String {
     let s = &report.settings;
     let mut out = format!(
         "Study BurnIn: K = {CHAINS} chains on the untrained coreset (w = N/M) for {} iterations, \
          S = M; ‖ĝ‖ at every iteration, the hot-start statistic median(u₁, …, u_K) every {} \
          iterations from 3·dim; {} trials (seeds {}..={}). \"passes\": the first check below c = \
-         {HOT_START_THRESHOLD}, where Hot DoG's test ends warm-up. ‖ĝ‖ is a stochastic estimate, \
+         {}, where Hot DoG's test ends warm-up. ‖ĝ‖ is a stochastic estimate, \
          so each value is a median: over the first 10 iterations (\"start\"), over the {} \
          iterations centred on the pass, and over the second half of the run (\"plateau\").\n\n",
         s.iterations,
@@ -1010,6 +993,7 @@ fn burn_in_markdown(report: &CoresetFig1Report) -> String {
         s.trials,
         s.seed,
         s.seed + s.trials as u64 - 1,
+        hot_start_threshold(),
         2 * PASS_HALF_WINDOW + 1
     );
     for info in &report.problems {
@@ -1069,9 +1053,9 @@ pub fn burn_in_figure(report: &CoresetFig1Report) -> Option<Figure> {
                     ),
                     Series::line("median u (trial 1)", checks, statistic),
                     Series::line(
-                        format!("c = {HOT_START_THRESHOLD}"),
+                        format!("c = {}", hot_start_threshold()),
                         vec![0.0, last],
-                        vec![HOT_START_THRESHOLD; 2],
+                        vec![hot_start_threshold(); 2],
                     ),
                 ],
             }

@@ -79,6 +79,7 @@ impl Default for HotStartSettings {
 
 /// One warm-up iteration of the burn-in trace (the tuning-free paper's Figs. 5, 10 and 11).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct BurnInPoint {
     /// The iteration (sweep) of warm-up.
     pub iteration: usize,
