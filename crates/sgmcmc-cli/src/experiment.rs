@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 use clap::Subcommand;
 use sgmcmc::estimator::BatchSize;
+use sgmcmc::tuning::TuneScores;
 
 use sgmcmc_experiments::ccadl_mnist::{self, CcadlMnistSettings};
 use sgmcmc_experiments::coreset_fig1::{self, CoresetFig1Settings, Problem};
@@ -27,6 +28,24 @@ pub enum MapOptimizerArg {
     Lbfgs,
     /// Adam on minibatches.
     Adam,
+}
+
+/// `--tune-scores` of the MAMBA experiments: MAMBA-KSD's scores at the kept draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TuneScoresArg {
+    /// The control-variate surrogate on a fixed subsample about the MAP (the default).
+    ControlVariates,
+    /// The exact full-data score (N per-datum gradients per scored draw).
+    Full,
+}
+
+impl From<TuneScoresArg> for TuneScores {
+    fn from(arg: TuneScoresArg) -> Self {
+        match arg {
+            TuneScoresArg::ControlVariates => TuneScores::ControlVariates,
+            TuneScoresArg::Full => TuneScores::Full,
+        }
+    }
 }
 
 /// `--problem` of the KSD-estimator study.
@@ -244,6 +263,9 @@ pub enum Experiment {
         /// Subsample m of MAMBA's control-variate scores (1 % of the 800,000 training rows by default).
         #[arg(long, default_value_t = 10_000)]
         score_subsample: usize,
+        /// MAMBA-KSD's scores at the kept draws: the control-variate surrogate or the exact full-data score.
+        #[arg(long, value_enum, default_value_t = TuneScoresArg::ControlVariates)]
+        tune_scores: TuneScoresArg,
         /// Checkpoints of the KSD-against-time curves (evenly spaced up to --final-seconds).
         #[arg(long, default_value_t = 10)]
         curve_points: usize,
@@ -510,6 +532,9 @@ pub struct RealDataArgs {
     /// Threads for MAMBA's arms and grid search (0: every core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// MAMBA-KSD's scores at the kept draws: the control-variate surrogate or the exact full-data score.
+    #[arg(long, value_enum, default_value_t = TuneScoresArg::ControlVariates)]
+    tune_scores: TuneScoresArg,
 }
 
 impl RealDataArgs {
@@ -540,6 +565,7 @@ impl RealDataArgs {
         h.seed = self.seed;
         h.curve_points = self.curve_points;
         h.threads = self.threads;
+        h.tune_scores = self.tune_scores.into();
         Ok(())
     }
 }
@@ -759,6 +785,7 @@ pub fn run(which: Experiment) -> Result<()> {
             seed,
             data_seed,
             score_subsample,
+            tune_scores,
             curve_points,
         } => {
             if curve_points == 0 {
@@ -781,6 +808,7 @@ pub fn run(which: Experiment) -> Result<()> {
                 seed,
                 data_seed,
                 score_subsample,
+                tune_scores: tune_scores.into(),
                 curve_points,
                 ..MambaLogregSettings::default()
             };

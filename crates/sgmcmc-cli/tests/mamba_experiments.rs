@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::tuning::GridValues;
+use sgmcmc::tuning::{GridValues, TuneScores};
 use sgmcmc_runfile::config::{Config, GridSelection, MapOptimizer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,6 +122,8 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
             "3",
             "--ksd-draws",
             "50",
+            "--tune-scores",
+            "full",
         ],
         dir.path(),
     );
@@ -151,6 +153,10 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
     let tune = cfg.tune.as_ref().unwrap();
     assert_eq!(tune.grid_search.select_by, Some(GridSelection::Rmse));
     assert_eq!(tune.max_scored_draws, Some(1000));
+    // `--tune-scores full` reaches the run file MAMBA ran from, and the tables say so.
+    assert_eq!(tune.scores, TuneScores::Full);
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    assert!(tables.contains("the exact full-data score"), "{tables}");
 }
 
 /// The neural network on MNIST at tiny budgets (the MAP by 30 Adam steps, as the authors found
@@ -223,6 +229,7 @@ fn mamba_bnn_runs_end_to_end_on_mnist() {
         })
     );
     assert_eq!(tune.grid_search.select_by, Some(GridSelection::Accuracy));
+    assert_eq!(tune.scores, TuneScores::ControlVariates);
     assert_eq!(cfg.run.map_optimizer, MapOptimizer::Adam);
     assert_eq!(cfg.run.map_iterations, Some(30));
     assert_eq!(cfg.run.map_learning_rate, Some(1e-3));

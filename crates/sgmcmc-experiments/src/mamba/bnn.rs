@@ -17,7 +17,7 @@ use super::MambaError;
 use super::{ExperimentSpec, FinalMetrics, FinishedRun, HarnessSettings, real_data_grid};
 use serde::Serialize;
 use sgmcmc::estimator::BatchSize;
-use sgmcmc::tuning::TuneGrid;
+use sgmcmc::tuning::{TuneGrid, TuneScores};
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, MapOptimizer, ModelConfig,
     RunConfig,
@@ -128,6 +128,7 @@ impl MambaBnnSettings {
                 fssd_only: false,
                 rank_check: Vec::new(),
                 score_subsample: 1000,
+                tune_scores: TuneScores::ControlVariates,
                 threads: 0,
                 curve_points: 5,
                 final_thin: 50,
@@ -425,6 +426,7 @@ pub fn markdown(report: &MambaBnnReport) -> String {
     let mut s = super::choice_table(&report.samplers, "Table 8", &|sampler, method| {
         super::paper_column(method).map(|c| PAPER_TABLE_8[sampler][c].to_string())
     });
+    s.push_str(&super::tune_scores_note(h));
     let _ = writeln!(
         s,
         "\n**Final {} s runs** from the MAP, every {}th iterate kept and the first {:.0} % of \

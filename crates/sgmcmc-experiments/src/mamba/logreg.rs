@@ -22,6 +22,7 @@ use sgmcmc::diagnostics::accuracy;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
 use sgmcmc::stein::{ImqKernel, Kernel, full_batch_scores, ksd};
+use sgmcmc::tuning::TuneScores;
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, PriorKind,
     RunConfig, SyntheticConfig, SyntheticGenerator,
@@ -148,6 +149,8 @@ pub struct MambaLogregSettings {
     pub final_score_subsample: usize,
     /// Subsample of MAMBA's control-variate scores.
     pub score_subsample: usize,
+    /// MAMBA's scores: the control-variate surrogate or the exact full-data score.
+    pub tune_scores: TuneScores,
     /// Threads for the arms (0: every core).
     pub threads: usize,
     /// Checkpoints of the KSD-against-time curves (evenly spaced up to `final_seconds`; the
@@ -178,6 +181,7 @@ impl Default for MambaLogregSettings {
             final_max_scored: 20_000,
             final_score_subsample: 10_000,
             score_subsample: 10_000,
+            tune_scores: TuneScores::ControlVariates,
             threads: 0,
             curve_points: 10,
         }
@@ -197,6 +201,7 @@ impl MambaLogregSettings {
             fssd_only: self.fssd_only,
             rank_check: self.rank_check.clone(),
             score_subsample: self.score_subsample,
+            tune_scores: self.tune_scores,
             threads: self.threads,
             curve_points: self.curve_points,
             final_thin: 1,
@@ -498,6 +503,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
         "Table 4",
         &|idx, method| paper_col(method).map(|c| PAPER_TABLE_4[idx][c].to_string()),
     ));
+    s.push_str(&super::tune_scores_note(&report.settings.harness()));
     let _ = writeln!(
         s,
         "\n**Final {} s runs**, mean over {} runs (seeds {}…): ξ(σ̂)·10² / KSD ± sd / test \

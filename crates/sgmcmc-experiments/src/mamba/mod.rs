@@ -26,7 +26,7 @@ use sgmcmc::runner::NoProgress;
 use sgmcmc::settings::{EstimatorKind, EstimatorSettings, GridValue, SamplerSettings};
 use sgmcmc::stein::SteinError;
 use sgmcmc::stein::{ImqKernel, Kernel, ksd};
-use sgmcmc::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError};
+use sgmcmc::tuning::{ArmRound, ArmSettings, ScoreFunction, TuneError, TuneScores};
 use sgmcmc::tuning::{GridValues, TuneGrid};
 use sgmcmc_runfile::config::ConfigError;
 use sgmcmc_runfile::config::{
@@ -158,6 +158,9 @@ pub struct HarnessSettings {
     pub rank_check: Vec<usize>,
     /// Subsample of MAMBA's control-variate scores.
     pub score_subsample: usize,
+    /// MAMBA's scores at the kept draws: the control-variate surrogate or the exact full-data
+    /// score (`[tune] scores`).
+    pub tune_scores: TuneScores,
     /// Threads for the arms (0: every core).
     pub threads: usize,
     /// Checkpoints of the curves: K evenly spaced times up to `final_seconds`.
@@ -209,6 +212,7 @@ pub fn run_config(
         thin: spec.tune_thin,
         max_scored_draws: spec.tune_max_scored,
         score_subsample: settings.score_subsample,
+        scores: settings.tune_scores,
         threads: Some(settings.threads),
         grid_search: spec.grid_search.clone(),
         ..TuneConfig::new(grid)
@@ -1090,6 +1094,20 @@ fn method_names<R>(samplers: &[SamplerResult<R>]) -> Vec<String> {
         .first()
         .map(|r| r.methods.iter().map(|m| m.method.clone()).collect())
         .unwrap_or_default()
+}
+
+/// One sentence on where MAMBA's scores came from, for the tables.
+pub fn tune_scores_note(settings: &HarnessSettings) -> String {
+    match settings.tune_scores {
+        TuneScores::ControlVariates => format!(
+            "\nMAMBA-KSD's scores: the control-variate surrogate on {} data points about the MAP \
+             (`[tune] scores = \"control_variates\"`).\n",
+            settings.score_subsample
+        ),
+        TuneScores::Full => "\nMAMBA-KSD's scores: the exact full-data score at every scored draw \
+             (`[tune] scores = \"full\"`).\n"
+            .to_string(),
+    }
 }
 
 /// The selected-hyperparameters table: each method's choice `|` the paper's (`paper(sampler

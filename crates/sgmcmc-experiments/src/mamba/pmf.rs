@@ -17,6 +17,7 @@ use serde::Serialize;
 use sgmcmc::diagnostics::accuracy;
 use sgmcmc::estimator::BatchSize;
 use sgmcmc::reference::ReferenceMoments;
+use sgmcmc::tuning::TuneScores;
 use sgmcmc_runfile::config::{
     DataConfig, EvaluationConfig, GridSearchConfig, GridSelection, ModelConfig, RunConfig,
 };
@@ -113,6 +114,7 @@ impl MambaPmfSettings {
                 fssd_only: false,
                 rank_check: Vec::new(),
                 score_subsample: 10_000,
+                tune_scores: TuneScores::ControlVariates,
                 threads: 0,
                 curve_points: 5,
                 final_thin: 10,
@@ -371,6 +373,7 @@ pub fn markdown(report: &MambaPmfReport) -> String {
     let mut s = super::choice_table(&report.samplers, "Table 6", &|sampler, method| {
         super::paper_column(method).map(|c| PAPER_TABLE_6[sampler][c].to_string())
     });
+    s.push_str(&super::tune_scores_note(h));
     let _ = writeln!(
         s,
         "\n**Final {} s runs** from the MAP, every {}th iterate kept and the first {:.0} % of \
