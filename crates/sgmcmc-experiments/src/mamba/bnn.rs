@@ -465,7 +465,7 @@ pub fn markdown(report: &MambaBnnReport) -> String {
         report.settings.ece_draws
     );
     s.push_str(&super::beats_summary(&report.samplers, "ECE", h, |r| r.ece));
-    s.push_str(&super::curve_table(&report.samplers, "ECE"));
+    s.push_str(&super::curve_table(&report.samplers, "ECE (%)", 100.0));
     s.push_str(&super::timing_table(&report.samplers));
     s
 }

@@ -571,7 +571,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
         let _ = writeln!(s, "| {} | {} |", r.sampler, cells.join(" | "));
     }
     if !report.samplers.iter().any(super::has_baselines) {
-        s.push_str(&super::curve_table(&report.samplers, "KSD"));
+        s.push_str(&super::curve_table(&report.samplers, "KSD", 1.0));
         return s;
     }
     let _ = writeln!(
@@ -595,9 +595,10 @@ pub fn markdown(report: &MambaLogregReport) -> String {
     if report.settings.final_runs > 1 {
         let _ = writeln!(
             s,
-            "Run by run (the r-th run of every method shares seed {} + r), MAMBA-KSD's KSD below \
-             both baselines': {}.\n",
+            "Run by run (paired by seed: every method's runs have seeds {}–{}), MAMBA-KSD's KSD \
+             below both baselines': {}.\n",
             report.settings.seed,
+            report.settings.seed + report.settings.final_runs as u64 - 1,
             report
                 .samplers
                 .iter()
@@ -611,7 +612,7 @@ pub fn markdown(report: &MambaLogregReport) -> String {
                 .join(", ")
         );
     }
-    s.push_str(&super::curve_table(&report.samplers, "KSD"));
+    s.push_str(&super::curve_table(&report.samplers, "KSD", 1.0));
     s.push_str(&super::timing_table(&report.samplers));
     s.push_str(&super::rank_check_table(&report.samplers));
     s

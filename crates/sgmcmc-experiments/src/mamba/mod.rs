@@ -850,9 +850,9 @@ pub fn sample_sd(values: impl Iterator<Item = f64> + Clone) -> f64 {
 }
 
 /// The curves as a table (the numbers behind the SVG): per sampler and method, the mean ± 2 sd
-/// over the final runs of `metric` at each checkpoint (runs with a non-finite value there are
-/// left out and counted).
-pub fn curve_table<R>(samplers: &[SamplerResult<R>], metric: &str) -> String {
+/// over the final runs of `metric` × `scale` (e.g. 100 for a fraction in per cent) at each
+/// checkpoint (runs with a non-finite value there are left out and counted).
+pub fn curve_table<R>(samplers: &[SamplerResult<R>], metric: &str, scale: f64) -> String {
     let Some(seconds) = samplers
         .iter()
         .flat_map(|r| &r.methods)
@@ -863,7 +863,7 @@ pub fn curve_table<R>(samplers: &[SamplerResult<R>], metric: &str) -> String {
     };
     let mut s = format!(
         "\n**{metric} against time** (the paper's figure: mean ± 2 sd over the final runs at each \
-         checkpoint; [k] = runs left out as non-finite):\n\n| sampler | method |"
+         checkpoint; [k] = runs left out: non-finite, or no draw kept yet):\n\n| sampler | method |"
     );
     for t in seconds {
         s.push_str(&format!(" {} s |", fmt_num(*t)));
@@ -877,12 +877,12 @@ pub fn curve_table<R>(samplers: &[SamplerResult<R>], metric: &str) -> String {
                     .curve
                     .runs
                     .iter()
-                    .filter_map(|run| run.get(k).copied())
+                    .filter_map(|run| run.get(k).map(|x| scale * x))
                     .collect();
                 let finite: Vec<f64> = at.iter().copied().filter(|x| x.is_finite()).collect();
                 let left_out = at.len() - finite.len();
                 let cell = if finite.is_empty() {
-                    "inf".to_string()
+                    "n/a".to_string()
                 } else {
                     let mean = finite.iter().sum::<f64>() / finite.len() as f64;
                     let sd = sample_sd(finite.iter().copied());
@@ -1185,9 +1185,10 @@ pub fn beats_summary<R>(
     if harness.final_runs > 1 {
         let _ = writeln!(
             s,
-            "Run by run (the r-th run of every method shares seed {} + r), MAMBA-KSD's {metric} \
-             below both baselines': {}.\n",
+            "Run by run (paired by seed: every method's runs have seeds {}–{}), MAMBA-KSD's \
+             {metric} below both baselines': {}.\n",
             harness.seed,
+            harness.seed + harness.final_runs as u64 - 1,
             samplers
                 .iter()
                 .map(|r| format!(
@@ -1365,13 +1366,19 @@ mod tests {
         assert!(!has_baselines(&sampler));
         let harness = logreg::MambaLogregSettings::default().harness();
         assert!(beats_summary(std::slice::from_ref(&sampler), "KSD", &harness, |_| 0.0).is_empty());
-        let table = curve_table(&[sampler], "KSD");
+        let table = curve_table(std::slice::from_ref(&sampler), "KSD", 1.0);
         // t = 1: runs 1 and 3 → 2 ± 2·√2; t = 2: 20 ± 2·10.
         assert!(
             table.contains("| SGLD | MAMBA-KSD | 2.00 ± 2.83 [1] | 20.0 ± 20.0 |"),
             "{table}"
         );
         assert!(table.contains("| 1.00 s | 2.00 s |"), "{table}");
+        // A fraction printed in per cent (the network's ECE) is scaled before the mean and sd.
+        let table = curve_table(&[sampler], "ECE (%)", 100.0);
+        assert!(
+            table.contains("| SGLD | MAMBA-KSD | 200 ± 283 [1] | 2000 ± 2000 |"),
+            "{table}"
+        );
     }
 
     /// The run files the experiments write (`configs/*.toml`) read back to the typed runs the

@@ -414,7 +414,7 @@ pub fn markdown(report: &MambaPmfReport) -> String {
         report.settings.rmse_draws
     );
     s.push_str(&super::beats_summary(&report.samplers, "KSD", h, |r| r.ksd));
-    s.push_str(&super::curve_table(&report.samplers, "KSD"));
+    s.push_str(&super::curve_table(&report.samplers, "KSD", 1.0));
     s.push_str(&super::timing_table(&report.samplers));
     s
 }
