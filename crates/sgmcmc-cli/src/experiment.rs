@@ -17,6 +17,7 @@ use sgmcmc_experiments::mamba_logreg::{self, MambaLogregSettings};
 use sgmcmc_experiments::mh_mixture::{self, MhMixtureSettings};
 use sgmcmc_experiments::mh_mnist::{self, MhMnistSettings};
 use sgmcmc_experiments::normal_gamma::{self, Method, NormalGammaExperiment, PAPER_TABLE_1};
+use sgmcmc_experiments::trial_store::TrialStore;
 use sgmcmc_runfile::config::MapOptimizer;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -218,6 +219,9 @@ pub enum Experiment {
         /// Bradley-Terry reference: NUTS draws per chain.
         #[arg(long, default_value_t = 2500)]
         nuts_draws: usize,
+        /// Reuse the trials that an earlier run into the same --out finished (every finished trial is kept in OUT/trials): a run stopped part-way resumes where it stopped, and one with more trials or sizes runs only the new ones. A trial is reused only when everything it depends on is the same.
+        #[arg(long)]
+        resume: bool,
     },
     /// MAMBA paper §4.1: logistic regression (N = 10^6, d = 10, the paper's generator); six samplers tuned by MAMBA-KSD (R = 1 s), grid search and the 1/N heuristic, then 10 s runs: KSD, xi against NUTS, accuracy, draws.
     MambaLogreg {
@@ -1069,6 +1073,7 @@ pub fn run(which: Experiment) -> Result<()> {
             nuts_chains,
             nuts_warmup,
             nuts_draws,
+            resume,
         } => {
             let settings = CoresetFig1Settings {
                 study,
@@ -1121,11 +1126,29 @@ pub fn run(which: Experiment) -> Result<()> {
                 !problems.is_empty(),
                 "no problem left: drop --no-gaussian or add --sparse-regression, --bike-sharing DIR or --nba DIR"
             );
+            let trials_dir = out.join("trials");
+            if !resume && trials_dir.exists() {
+                std::fs::remove_dir_all(&trials_dir)
+                    .with_context(|| format!("cannot clear {}", trials_dir.display()))?;
+            }
+            let store = TrialStore::open(&trials_dir).map_err(anyhow::Error::msg)?;
             let started = Instant::now();
-            let report = coreset_fig1::run(&problems, &settings, &|line| {
-                outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
-            })
+            let report = coreset_fig1::run_with_store(
+                &problems,
+                &settings,
+                &|line| {
+                    outln!("[{:7.1} s] {line}", started.elapsed().as_secs_f64());
+                },
+                Some(&store),
+            )
             .map_err(anyhow::Error::msg)?;
+            if report.reused_trials > 0 {
+                outln!(
+                    "{} trials reused from {}",
+                    report.reused_trials,
+                    trials_dir.display()
+                );
+            }
             write_tables_and_report(&out, &coreset_fig1::markdown(&report), &report)?;
             if coreset_fig1::write_burn_in_figure(&report, &out.join("burn_in.svg"))
                 .context("cannot draw burn_in.svg")?

@@ -361,3 +361,76 @@ fn coreset_study_flags_reach_the_report() {
         &["every r value must be finite and > 0"],
     );
 }
+
+/// `sgmcmc experiment coreset-fig1 --resume`: a run with more trials into the same --out reuses
+/// the trials the first one finished (kept in OUT/trials) and gives exactly the report of a
+/// fresh run; a changed setting reuses nothing.
+#[test]
+fn coreset_experiment_resumes_from_its_finished_trials() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |out: &str, trials: &str, iterations: &str, resume: bool| -> serde_json::Value {
+        let mut args = vec![
+            "experiment",
+            "coreset-fig1",
+            "--no-gaussian",
+            "--sparse-regression",
+            "--sparse-rows",
+            "2000",
+            "--gibbs-chains",
+            "2",
+            "--gibbs-sweeps",
+            "300",
+            "--sizes",
+            "50",
+            "--learning-rates",
+            "1",
+            "--iterations",
+            iterations,
+            "--trials",
+            trials,
+            "--out",
+            out,
+        ];
+        if resume {
+            args.push("--resume");
+        }
+        let output = common::sgmcmc(&args, dir.path());
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join(out).join("report.json")).unwrap(),
+        )
+        .unwrap()
+    };
+    let finals = |report: &serde_json::Value| -> Vec<serde_json::Value> {
+        let cells = report["cells"].as_array().unwrap();
+        // Hot DoG, ADAM at α₀ = 1 and the untrained coreset.
+        assert_eq!(cells.len(), 3);
+        cells.iter().map(|c| c["final_metric"].clone()).collect()
+    };
+    let first = run("out", "2", "200", false);
+    assert_eq!(first["reused_trials"], 0);
+    let stored = std::fs::read_dir(dir.path().join("out/trials"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, 6, "one file per finished trial");
+    let resumed = run("out", "3", "200", true);
+    assert_eq!(resumed["reused_trials"], 6);
+    let fresh = run("fresh", "3", "200", false);
+    assert_eq!(fresh["reused_trials"], 0);
+    assert_eq!(finals(&resumed), finals(&fresh));
+    for (two, three) in finals(&first).iter().zip(finals(&resumed)) {
+        assert_eq!(two.as_array().unwrap()[..], three.as_array().unwrap()[..2]);
+    }
+    let tables = std::fs::read_to_string(dir.path().join("out/tables.md")).unwrap();
+    assert!(
+        tables.contains("6 trials were finished by an earlier run"),
+        "{tables}"
+    );
+    // Other iterations: nothing is reused.
+    let longer = run("out", "2", "300", true);
+    assert_eq!(longer["reused_trials"], 0);
+}

@@ -19,8 +19,9 @@
 //! trial, so results do not depend on the thread count.
 
 use crate::plot::{Figure, Panel, PlotError, Series};
+use crate::trial_store::TrialStore;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sgmcmc::coreset::{
     BurnInPoint, Coreset, CoresetKernel, CoresetSettings, DAdaptSgd, ExactGaussianKernel, HotDog,
     HotStartSettings, SliceKernel, SliceSettings, SparseGibbsKernel, SubsampleScheme,
@@ -698,6 +699,8 @@ pub struct CoresetFig1Report {
     pub problems: Vec<ProblemInfo>,
     /// One cell per (problem, M, optimiser).
     pub cells: Vec<Fig1Cell>,
+    /// Trials taken from the trial store (finished by an earlier run), not run by this one.
+    pub reused_trials: usize,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -750,6 +753,127 @@ struct TrialResult {
     seconds: f64,
     trace: Vec<(usize, f64)>,
     burn_in: Vec<BurnInPoint>,
+}
+
+/// What identifies a trial in a [`TrialStore`]: everything its result depends on. The problem
+/// enters by name and reference moments (which change with its data), the optimiser by its
+/// label (which prints its setting exactly).
+#[derive(Serialize)]
+struct TrialKey {
+    /// Bumped when a trial's computation changes.
+    format: u32,
+    problem: String,
+    reference_mean: Vec<u64>,
+    reference_sd: Vec<u64>,
+    study: Study,
+    iterations: usize,
+    size: usize,
+    optimiser: String,
+    seed: u64,
+}
+
+impl TrialKey {
+    fn new(
+        problem: &Problem,
+        size: usize,
+        choice: OptimiserChoice,
+        settings: &CoresetFig1Settings,
+        trial: usize,
+    ) -> Self {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+        Self {
+            format: 1,
+            problem: problem.name.clone(),
+            reference_mean: bits(&problem.mean),
+            reference_sd: bits(&problem.sd),
+            study: settings.study,
+            iterations: settings.iterations,
+            size,
+            optimiser: choice.label(),
+            seed: settings.seed + trial as u64,
+        }
+    }
+}
+
+/// A [`TrialResult`] as stored: f64 as their bits (exact, NaN and ∞ included).
+#[derive(Serialize, Deserialize)]
+struct StoredTrial {
+    final_metric: u64,
+    hot_start_iteration: Option<usize>,
+    stopped: Option<String>,
+    seconds: u64,
+    trace: Vec<(usize, u64)>,
+    /// (iteration, ‖ĝ‖, statistic) of the burn-in study.
+    burn_in: Vec<(usize, u64, Option<u64>)>,
+}
+
+impl From<&TrialResult> for StoredTrial {
+    fn from(t: &TrialResult) -> Self {
+        Self {
+            final_metric: t.final_metric.to_bits(),
+            hot_start_iteration: t.hot_start_iteration,
+            stopped: t.stopped.clone(),
+            seconds: t.seconds.to_bits(),
+            trace: t.trace.iter().map(|&(i, m)| (i, m.to_bits())).collect(),
+            burn_in: t
+                .burn_in
+                .iter()
+                .map(|p| {
+                    (
+                        p.iteration,
+                        p.gradient_norm.to_bits(),
+                        p.statistic.map(f64::to_bits),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<StoredTrial> for TrialResult {
+    fn from(t: StoredTrial) -> Self {
+        Self {
+            final_metric: f64::from_bits(t.final_metric),
+            hot_start_iteration: t.hot_start_iteration,
+            stopped: t.stopped,
+            seconds: f64::from_bits(t.seconds),
+            trace: t
+                .trace
+                .into_iter()
+                .map(|(i, m)| (i, f64::from_bits(m)))
+                .collect(),
+            burn_in: t
+                .burn_in
+                .into_iter()
+                .map(|(iteration, g, s)| BurnInPoint {
+                    iteration,
+                    gradient_norm: f64::from_bits(g),
+                    statistic: s.map(f64::from_bits),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The trial from `store` if it holds it (and whether it did), else run and store it.
+fn stored_or_run_trial(
+    problem: &Problem,
+    size: usize,
+    choice: OptimiserChoice,
+    settings: &CoresetFig1Settings,
+    trial: usize,
+    store: Option<&TrialStore>,
+) -> Result<(TrialResult, bool), String> {
+    let Some(store) = store else {
+        return Ok((run_trial(problem, size, choice, settings, trial)?, false));
+    };
+    let key = TrialKey::new(problem, size, choice, settings, trial);
+    if let Some(stored) = store.load::<_, StoredTrial>(&key)? {
+        return Ok((stored.into(), true));
+    }
+    let result = run_trial(problem, size, choice, settings, trial)?;
+    store.save(&key, &StoredTrial::from(&result))?;
+    Ok((result, false))
 }
 
 fn run_trial(
@@ -811,6 +935,18 @@ pub fn run(
     settings: &CoresetFig1Settings,
     log: &(dyn Fn(&str) + Sync),
 ) -> Result<CoresetFig1Report, String> {
+    run_with_store(problems, settings, log, None)
+}
+
+/// [`run`], keeping every finished trial in `store` and reusing the trials it already holds
+/// (from an earlier run stopped part-way, or one with fewer trials or other sizes): the report
+/// is the one an uninterrupted run gives, except the reused trials' timings.
+pub fn run_with_store(
+    problems: &[Problem],
+    settings: &CoresetFig1Settings,
+    log: &(dyn Fn(&str) + Sync),
+    store: Option<&TrialStore>,
+) -> Result<CoresetFig1Report, String> {
     settings.validate()?;
     let started = Instant::now();
     let choices = settings.study.optimisers(settings);
@@ -825,14 +961,17 @@ pub fn run(
             }
         }
     }
-    let cells: Vec<Result<Fig1Cell, String>> = cells_spec
+    let cells: Vec<Result<(Fig1Cell, usize), String>> = cells_spec
         .par_iter()
         .map(|&(p, size, choice)| {
             let problem = &problems[p];
-            let trials: Vec<TrialResult> = (0..settings.trials)
+            let (trials, reused): (Vec<TrialResult>, Vec<bool>) = (0..settings.trials)
                 .into_par_iter()
-                .map(|t| run_trial(problem, size, choice, settings, t))
-                .collect::<Result<_, _>>()?;
+                .map(|t| stored_or_run_trial(problem, size, choice, settings, t, store))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .unzip();
+            let reused = reused.iter().filter(|&&r| r).count();
             let finals: Vec<f64> = trials.iter().map(|t| t.final_metric).collect();
             let trace = trials[0]
                 .trace
@@ -865,15 +1004,22 @@ pub fn run(
                 burn_in_trace: trials[0].burn_in.clone(),
             };
             log(&format!(
-                "{} M = {size} {}: median final metric {:.4e} ({:.1} s per run)",
+                "{} M = {size} {}: median final metric {:.4e} ({:.1} s per run{})",
                 problem.name,
                 choice.label(),
                 cell.median,
-                cell.seconds_per_run
+                cell.seconds_per_run,
+                if reused > 0 {
+                    format!("; {reused} of {} trials reused", settings.trials)
+                } else {
+                    String::new()
+                }
             ));
-            Ok(cell)
+            Ok((cell, reused))
         })
         .collect();
+    let cells: Vec<(Fig1Cell, usize)> = cells.into_iter().collect::<Result<_, _>>()?;
+    let reused_trials = cells.iter().map(|c| c.1).sum();
     Ok(CoresetFig1Report {
         settings: settings.clone(),
         problems: problems
@@ -883,7 +1029,8 @@ pub fn run(
                 reference: p.reference.clone(),
             })
             .collect(),
-        cells: cells.into_iter().collect::<Result<_, _>>()?,
+        cells: cells.into_iter().map(|c| c.0).collect(),
+        reused_trials,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -908,6 +1055,13 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
         s.iterations,
         s.hot_dog_r
     );
+    if report.reused_trials > 0 {
+        out.push_str(&format!(
+            "{} trials were finished by an earlier run with the same settings and taken from its \
+             trial store (their seconds per run are that run's).\n\n",
+            report.reused_trials
+        ));
+    }
     for info in &report.problems {
         out.push_str(&format!("- {}: {}\n", info.name, info.reference));
     }
@@ -996,6 +1150,13 @@ fn burn_in_markdown(report: &CoresetFig1Report) -> String {
         hot_start_threshold(),
         2 * PASS_HALF_WINDOW + 1
     );
+    if report.reused_trials > 0 {
+        out.push_str(&format!(
+            "{} trials were finished by an earlier run with the same settings and taken from its \
+             trial store (their seconds per run are that run's).\n\n",
+            report.reused_trials
+        ));
+    }
     for info in &report.problems {
         out.push_str(&format!("- {}: {}\n", info.name, info.reference));
     }

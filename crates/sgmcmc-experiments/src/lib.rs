@@ -16,6 +16,7 @@ pub mod normal_gamma;
 pub mod plot;
 pub mod posteriordb;
 pub mod run_figure;
+pub mod trial_store;
 
 /// The logistic-regression experiment under its former path.
 pub use mamba::logreg as mamba_logreg;
