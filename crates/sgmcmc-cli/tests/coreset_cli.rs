@@ -260,6 +260,18 @@ fn poisson_coreset_against_the_stan_reference() {
     );
 }
 
+/// The sparse regression on 2,000 rows with a short Gibbs reference: a problem for CLI tests.
+const SMALL_SPARSE_REGRESSION: &[&str] = &[
+    "--no-gaussian",
+    "--sparse-regression",
+    "--sparse-rows",
+    "2000",
+    "--gibbs-chains",
+    "2",
+    "--gibbs-sweeps",
+    "300",
+];
+
 /// `sgmcmc experiment coreset-fig1` with a study and the sparse regression: every flag reaches
 /// the report (settings, the Gibbs reference's chains and sweeps, the optimisers), and an
 /// unknown study or a negative r is a clear error. Broken once: `d0` dropped from the CLI's
@@ -267,20 +279,10 @@ fn poisson_coreset_against_the_stan_reference() {
 #[test]
 fn coreset_study_flags_reach_the_report() {
     let dir = tempfile::tempdir().unwrap();
-    let out = common::sgmcmc(
+    let args = [
+        ["experiment", "coreset-fig1", "--study", "hot-start"].as_slice(),
+        SMALL_SPARSE_REGRESSION,
         &[
-            "experiment",
-            "coreset-fig1",
-            "--study",
-            "hot-start",
-            "--no-gaussian",
-            "--sparse-regression",
-            "--sparse-rows",
-            "2000",
-            "--gibbs-chains",
-            "2",
-            "--gibbs-sweeps",
-            "300",
             "--sizes",
             "50",
             "--iterations",
@@ -300,8 +302,9 @@ fn coreset_study_flags_reach_the_report() {
             "--out",
             "out",
         ],
-        dir.path(),
-    );
+    ]
+    .concat();
+    let out = common::sgmcmc(&args, dir.path());
     assert!(
         out.status.success(),
         "{}",
@@ -369,17 +372,12 @@ fn coreset_study_flags_reach_the_report() {
 fn coreset_experiment_resumes_from_its_finished_trials() {
     let dir = tempfile::tempdir().unwrap();
     let run = |out: &str, trials: &str, iterations: &str, resume: bool| -> serde_json::Value {
-        let mut args = vec![
-            "experiment",
-            "coreset-fig1",
-            "--no-gaussian",
-            "--sparse-regression",
-            "--sparse-rows",
-            "2000",
-            "--gibbs-chains",
-            "2",
-            "--gibbs-sweeps",
-            "300",
+        let mut args = [
+            ["experiment", "coreset-fig1"].as_slice(),
+            SMALL_SPARSE_REGRESSION,
+        ]
+        .concat();
+        args.extend([
             "--sizes",
             "50",
             "--learning-rates",
@@ -390,7 +388,7 @@ fn coreset_experiment_resumes_from_its_finished_trials() {
             trials,
             "--out",
             out,
-        ];
+        ]);
         if resume {
             args.push("--resume");
         }
