@@ -219,7 +219,7 @@ pub enum Experiment {
         /// Bradley-Terry reference: NUTS draws per chain.
         #[arg(long, default_value_t = 2500)]
         nuts_draws: usize,
-        /// Reuse the trials that an earlier run into the same --out finished (every finished trial is kept in OUT/trials): a run stopped part-way resumes where it stopped, and one with more trials or sizes runs only the new ones. A trial is reused only when everything it depends on is the same.
+        /// Reuse the trials that an earlier run into the same --out finished (every finished trial is kept in OUT/trials): a run stopped part-way resumes where it stopped, and one with more trials or sizes runs only the new ones. A trial is reused only when everything it depends on is the same. Without --resume the stored trials are cleared first.
         #[arg(long)]
         resume: bool,
     },
