@@ -539,6 +539,9 @@ pub struct RealDataArgs {
     /// MAMBA-KSD's scores at the kept draws: the control-variate surrogate or the exact full-data score.
     #[arg(long, value_enum, default_value_t = TuneScoresArg::ControlVariates)]
     tune_scores: TuneScoresArg,
+    /// Only MAMBA-KSD: skip grid search and the heuristic (they do not use MAMBA's scores, so a run with another --tune-scores can be paired by seed with an earlier run's baselines).
+    #[arg(long)]
+    mamba_only: bool,
 }
 
 impl RealDataArgs {
@@ -570,6 +573,7 @@ impl RealDataArgs {
         h.curve_points = self.curve_points;
         h.threads = self.threads;
         h.tune_scores = self.tune_scores.into();
+        h.mamba_only = self.mamba_only;
         Ok(())
     }
 }

@@ -78,15 +78,8 @@ fn check_common(out: &Path, report: &Value, n: f64, primary: &str, svg: &str, po
     assert!(svg.starts_with("<svg") && svg.contains("MAMBA-KSD"));
 }
 
-/// PMF on MovieLens at tiny budgets, with a stand-in reference (mean 0, sd 1 per coordinate):
-/// the RMSE of the posterior-mean rating near the data's ≈ 1, a finite KSD and ξ, and the
-/// run files asking for `select_by = "rmse"` and capped MAMBA scores.
-#[test]
-fn mamba_pmf_runs_end_to_end_on_movielens() {
-    let Some(data) = shared("movielens-100k") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
+/// A stand-in PMF reference (mean 0, sd 1 for each of the 52,580 coordinates) at `path`.
+fn write_stand_in_pmf_reference(path: &Path) {
     let d = 52_580;
     let reference = serde_json::json!({
         "method": "stand-in (test)",
@@ -98,7 +91,19 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
         "chains": 1,
         "draws_per_chain": 1,
     });
-    std::fs::write(dir.path().join("ref.json"), reference.to_string()).unwrap();
+    std::fs::write(path, reference.to_string()).unwrap();
+}
+
+/// PMF on MovieLens at tiny budgets, with a stand-in reference (mean 0, sd 1 per coordinate):
+/// the RMSE of the posterior-mean rating near the data's ≈ 1, a finite KSD and ξ, and the
+/// run files asking for `select_by = "rmse"` and capped MAMBA scores.
+#[test]
+fn mamba_pmf_runs_end_to_end_on_movielens() {
+    let Some(data) = shared("movielens-100k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_stand_in_pmf_reference(&dir.path().join("ref.json"));
     let (ok, text) = sgmcmc(
         &[
             "experiment",
@@ -157,6 +162,53 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
     assert_eq!(tune.scores, TuneScores::Full);
     let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
     assert!(tables.contains("the exact full-data score"), "{tables}");
+}
+
+/// `--mamba-only` runs MAMBA-KSD alone (no grid search, no heuristic), and its tables say so.
+#[test]
+fn mamba_pmf_mamba_only_skips_the_baselines() {
+    let Some(data) = shared("movielens-100k") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write_stand_in_pmf_reference(&dir.path().join("ref.json"));
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-pmf",
+            data.to_str().unwrap(),
+            "--out",
+            "out",
+            "--reference",
+            "ref.json",
+            "--samplers",
+            "SGLD",
+            "--budget-seconds",
+            "0.1",
+            "--final-seconds",
+            "0.5",
+            "--final-runs",
+            "1",
+            "--curve-points",
+            "2",
+            "--ksd-draws",
+            "20",
+            "--mamba-only",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    let out = dir.path().join("out");
+    let report = read_json(&out.join("report.json"));
+    let names: Vec<&str> = methods(&report)
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["MAMBA-KSD"]);
+    assert!(!text.contains("grid search (by"), "{text}");
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    assert!(tables.contains("`--mamba-only`"), "{tables}");
+    assert!(!tables.contains("below both baselines"), "{tables}");
 }
 
 /// The neural network on MNIST at tiny budgets (the MAP by 30 Adam steps, as the authors found

@@ -126,6 +126,7 @@ impl MambaBnnSettings {
                 samplers: (0..6).collect(),
                 fssd: false,
                 fssd_only: false,
+                mamba_only: false,
                 rank_check: Vec::new(),
                 score_subsample: 1000,
                 tune_scores: TuneScores::ControlVariates,

@@ -199,6 +199,7 @@ impl MambaLogregSettings {
             samplers: self.samplers.clone(),
             fssd: self.fssd,
             fssd_only: self.fssd_only,
+            mamba_only: false,
             rank_check: self.rank_check.clone(),
             score_subsample: self.score_subsample,
             tune_scores: self.tune_scores,

@@ -154,6 +154,10 @@ pub struct HarnessSettings {
     pub fssd: bool,
     /// Only MAMBA with FSSD-opt.
     pub fssd_only: bool,
+    /// Only MAMBA: no grid search and no heuristic (their choices do not depend on MAMBA's
+    /// scores, so a re-run that changes only `tune_scores` can pair its final runs with an
+    /// earlier run's baselines of the same seeds).
+    pub mamba_only: bool,
     /// Samplers (indices) whose MAMBA is re-run with the full-batch KSD audited.
     pub rank_check: Vec<usize>,
     /// Subsample of MAMBA's control-variate scores.
@@ -706,7 +710,7 @@ pub fn run_samplers<M: FinalMetrics>(
                 t.elapsed().as_secs_f64(),
             ));
         }
-        if !settings.fssd_only {
+        if !settings.fssd_only && !settings.mamba_only {
             let t = Instant::now();
             let (grid_arms, selection, grid) = session.grid_search()?;
             log(&format!(
@@ -1098,7 +1102,7 @@ fn method_names<R>(samplers: &[SamplerResult<R>]) -> Vec<String> {
 
 /// One sentence on where MAMBA's scores came from, for the tables.
 pub fn tune_scores_note(settings: &HarnessSettings) -> String {
-    match settings.tune_scores {
+    let mut note = match settings.tune_scores {
         TuneScores::ControlVariates => format!(
             "\nMAMBA-KSD's scores: the control-variate surrogate on {} data points about the MAP \
              (`[tune] scores = \"control_variates\"`).\n",
@@ -1107,7 +1111,11 @@ pub fn tune_scores_note(settings: &HarnessSettings) -> String {
         TuneScores::Full => "\nMAMBA-KSD's scores: the exact full-data score at every scored draw \
              (`[tune] scores = \"full\"`).\n"
             .to_string(),
+    };
+    if settings.mamba_only {
+        note.push_str("\nOnly MAMBA-KSD was run (`--mamba-only`): no grid search, no heuristic.\n");
     }
+    note
 }
 
 /// The selected-hyperparameters table: each method's choice `|` the paper's (`paper(sampler

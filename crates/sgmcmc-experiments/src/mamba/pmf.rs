@@ -112,6 +112,7 @@ impl MambaPmfSettings {
                 samplers: (0..6).collect(),
                 fssd: false,
                 fssd_only: false,
+                mamba_only: false,
                 rank_check: Vec::new(),
                 score_subsample: 10_000,
                 tune_scores: TuneScores::ControlVariates,
