@@ -94,44 +94,53 @@ fn write_stand_in_pmf_reference(path: &Path) {
     std::fs::write(path, reference.to_string()).unwrap();
 }
 
+/// Run `sgmcmc experiment mamba-pmf` on the shared MovieLens data in a temporary directory, with
+/// a stand-in reference, SGLD alone, R = 0.1 s and one final run, plus `extra` flags: the
+/// directory (output in `out/`), whether it succeeded, and its output. `None` when the shared
+/// data are absent.
+fn run_tiny_pmf(extra: &[&str]) -> Option<(tempfile::TempDir, bool, String)> {
+    let data = shared("movielens-100k")?;
+    let dir = tempfile::tempdir().unwrap();
+    write_stand_in_pmf_reference(&dir.path().join("ref.json"));
+    let mut args = vec![
+        "experiment",
+        "mamba-pmf",
+        data.to_str().unwrap(),
+        "--out",
+        "out",
+        "--reference",
+        "ref.json",
+        "--samplers",
+        "SGLD",
+        "--budget-seconds",
+        "0.1",
+        "--final-runs",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, text) = sgmcmc(&args, dir.path());
+    Some((dir, ok, text))
+}
+
 /// PMF on MovieLens at tiny budgets, with a stand-in reference (mean 0, sd 1 per coordinate):
 /// the RMSE of the posterior-mean rating near the data's ≈ 1, a finite KSD and ξ, and the
 /// run files asking for `select_by = "rmse"` and capped MAMBA scores.
 #[test]
 fn mamba_pmf_runs_end_to_end_on_movielens() {
-    let Some(data) = shared("movielens-100k") else {
+    let Some((dir, ok, text)) = run_tiny_pmf(&[
+        "--final-seconds",
+        "1",
+        "--grid-iterations",
+        "20",
+        "--curve-points",
+        "3",
+        "--ksd-draws",
+        "50",
+        "--tune-scores",
+        "full",
+    ]) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    write_stand_in_pmf_reference(&dir.path().join("ref.json"));
-    let (ok, text) = sgmcmc(
-        &[
-            "experiment",
-            "mamba-pmf",
-            data.to_str().unwrap(),
-            "--out",
-            "out",
-            "--reference",
-            "ref.json",
-            "--samplers",
-            "SGLD",
-            "--budget-seconds",
-            "0.1",
-            "--final-seconds",
-            "1",
-            "--final-runs",
-            "1",
-            "--grid-iterations",
-            "20",
-            "--curve-points",
-            "3",
-            "--ksd-draws",
-            "50",
-            "--tune-scores",
-            "full",
-        ],
-        dir.path(),
-    );
     assert!(ok, "{text}");
     let out = dir.path().join("out");
     let report = read_json(&out.join("report.json"));
@@ -167,36 +176,17 @@ fn mamba_pmf_runs_end_to_end_on_movielens() {
 /// `--mamba-only` runs MAMBA-KSD alone (no grid search, no heuristic), and its tables say so.
 #[test]
 fn mamba_pmf_mamba_only_skips_the_baselines() {
-    let Some(data) = shared("movielens-100k") else {
+    let Some((dir, ok, text)) = run_tiny_pmf(&[
+        "--final-seconds",
+        "0.5",
+        "--curve-points",
+        "2",
+        "--ksd-draws",
+        "20",
+        "--mamba-only",
+    ]) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    write_stand_in_pmf_reference(&dir.path().join("ref.json"));
-    let (ok, text) = sgmcmc(
-        &[
-            "experiment",
-            "mamba-pmf",
-            data.to_str().unwrap(),
-            "--out",
-            "out",
-            "--reference",
-            "ref.json",
-            "--samplers",
-            "SGLD",
-            "--budget-seconds",
-            "0.1",
-            "--final-seconds",
-            "0.5",
-            "--final-runs",
-            "1",
-            "--curve-points",
-            "2",
-            "--ksd-draws",
-            "20",
-            "--mamba-only",
-        ],
-        dir.path(),
-    );
     assert!(ok, "{text}");
     let out = dir.path().join("out");
     let report = read_json(&out.join("report.json"));
