@@ -339,6 +339,9 @@ pub enum Experiment {
         /// The surrogate's m (default: the experiment's, 10,000 for logreg and pmf, 1,000 for bnn).
         #[arg(long)]
         score_subsample: Option<usize>,
+        /// L-BFGS iterations of the network's MAP search (bnn only; default 200, about 0.3 s each).
+        #[arg(long)]
+        map_iterations: Option<usize>,
     },
     /// MAMBA paper §4.2: Bayesian PMF on MovieLens 100K (u1.base/u1.test, d = 20, 52,580 parameters); six samplers tuned by MAMBA-KSD (R = 10 s), grid search (by test RMSE) and the 1/N heuristic, then 20 s runs: KSD, xi against NUTS, RMSE, draws; the KSD-against-time curves as SVG.
     MambaPmf {
@@ -893,7 +896,11 @@ pub fn run(which: Experiment) -> Result<()> {
             batch_percents,
             seed,
             score_subsample,
+            map_iterations,
         } => {
+            if map_iterations.is_some() && problem != KsdProblem::Bnn {
+                anyhow::bail!("--map-iterations applies to --problem bnn only");
+            }
             let dir = || {
                 data_dir
                     .clone()
@@ -912,7 +919,10 @@ pub fn run(which: Experiment) -> Result<()> {
                     ("PMF", s.spec(), s.harness)
                 }
                 KsdProblem::Bnn => {
-                    let s = MambaBnnSettings::new(dir()?);
+                    let s = MambaBnnSettings {
+                        map_iterations,
+                        ..MambaBnnSettings::new(dir()?)
+                    };
                     ("neural network", s.spec(), s.harness)
                 }
             };

@@ -375,3 +375,29 @@ fn mamba_bnn_map_only_reports_the_maps_test_metrics() {
     assert!(accuracy > 0.2, "{control}");
     assert!(text.contains("the MAP alone: test ECE"), "{text}");
 }
+
+/// `--map-iterations` of the KSD-estimator study is the network's MAP search: given for another
+/// problem, it is an error that names it, before any data is read.
+#[test]
+fn ksd_estimators_map_iterations_is_for_the_network_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-ksd-estimators",
+            "--problem",
+            "logreg",
+            "--map-iterations",
+            "5",
+            "--out",
+            "out",
+        ],
+        dir.path(),
+    );
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("--map-iterations applies to --problem bnn only"),
+        "{text}"
+    );
+    assert!(!dir.path().join("out").exists());
+}

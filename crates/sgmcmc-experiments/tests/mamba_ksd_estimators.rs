@@ -81,4 +81,15 @@ fn the_surrogate_ranks_steps_like_the_full_batch_ksd_and_minibatch_noise_inflate
     );
     let md = ksd_estimators::markdown(&report);
     assert!(md.contains("Varying the step size") && md.contains("Varying the batch size"));
+    // The MAP every arm starts from is reported (L-BFGS converges here in a few dozen iterations).
+    assert!(
+        (1..200).contains(&report.map_iterations),
+        "{}",
+        report.map_iterations
+    );
+    let map = format!(
+        "from the MAP ({} iterations of its search)",
+        report.map_iterations
+    );
+    assert!(md.contains(&map), "{md}");
 }

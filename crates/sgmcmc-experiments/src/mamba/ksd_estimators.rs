@@ -129,6 +129,8 @@ pub struct KsdEstimatorReport {
     pub dim: usize,
     /// The surrogate's m.
     pub surrogate_points: usize,
+    /// Iterations of the MAP search that every arm starts from.
+    pub map_iterations: usize,
     /// Figure 4 (steps) and Figure 5 (batch sizes).
     pub panels: Vec<PanelResult>,
     /// Seconds for everything.
@@ -290,6 +292,7 @@ pub fn run(
         num_data,
         dim,
         surrogate_points,
+        map_iterations: map.iterations,
         panels,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -350,12 +353,13 @@ pub fn markdown(report: &KsdEstimatorReport) -> String {
     let s = &report.settings;
     let mut out = format!(
         "# KSD of SGLD estimated five ways: {} (N = {}, D = {}; paper 000 App. B.2, Figs. 4–5)\n\n\
-         Each arm: SGLD from the MAP for {} per-datum gradient evaluations ({} iterations at a 1 % batch); \
-         every iterate kept, at most {} evenly spaced draws scored. Surrogate: control variates about the MAP on m = {} points. \
+         Each arm: SGLD from the MAP ({} iterations of its search) for {} per-datum gradient evaluations \
+         ({} iterations at a 1 % batch); every iterate kept, at most {} evenly spaced draws scored. Surrogate: control variates about the MAP on m = {} points. \
          KSD: IMQ, c = 1, β = −1/2. Seed {}.\n",
         s.problem,
         report.num_data,
         report.dim,
+        report.map_iterations,
         report.panels.first().map_or(0, |p| p.arm_evaluations),
         s.iterations,
         s.max_draws,
