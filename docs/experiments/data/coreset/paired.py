@@ -12,13 +12,14 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 
-def label(optimiser: dict) -> str:
+def label(optimiser: dict[str, Any]) -> str:
     kind = optimiser["kind"]
     if kind == "Untrained":
         return "untrained"
-    (name, params), = kind.items()
+    ((name, params),) = kind.items()
     if name == "HotDog":
         return f"Hot DoG r={params['r']:g}"
     if name == "Adam":
@@ -30,17 +31,18 @@ def main(paths: list[str]) -> None:
     for arg in paths:
         path = Path(arg)
         report = json.loads((path / "report.json" if path.is_dir() else path).read_text())
-        groups: dict[tuple[str, str], list[dict]] = {}
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for cell in report["cells"]:
             groups.setdefault((cell["problem"], str(cell["size"])), []).append(cell)
         print(f"== {arg}")
         for (problem, size), cells in groups.items():
             hot = [c for c in cells if "HotDog" in c["optimiser"]["kind"]]
-            adam = [c for c in cells if isinstance(c["optimiser"]["kind"], dict) and "Adam" in c["optimiser"]["kind"]]
+            adam = [c for c in cells if "Adam" in str(c["optimiser"]["kind"])]
             if len(hot) != 1:
                 continue
             h = hot[0]["final_metric"]
-            print(f"{problem}, M = {size}: Hot DoG median {statistics.median(h):.4g} over {len(h)} trials")
+            median = statistics.median(h)
+            print(f"{problem}, M = {size}: Hot DoG median {median:.4g} over {len(h)} trials")
             for c in sorted(adam, key=lambda c: c["optimiser"]["kind"]["Adam"]["learning_rate"]):
                 a = c["final_metric"]
                 n = min(len(a), len(h))
