@@ -66,6 +66,7 @@ pub mod data;
 pub mod diagnostics;
 pub mod estimator;
 pub mod io;
+mod lanes;
 pub mod mh;
 pub mod model;
 pub mod moments;

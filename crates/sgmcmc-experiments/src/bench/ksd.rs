@@ -2,12 +2,15 @@
 //! seconds per full-batch score at thinned draws of the synthetic logistic regression.
 //!
 //! Cost model of one KSD of P draws in D dimensions with tiles of B rows (T = ⌈P/B⌉ tiles):
-//! every tile pair I ≤ J is one GEMM [X_I; S_I]·[X_J; S_J]ᵀ of 2·(2|I|)·(2|J|)·D FLOPs, in all
-//! ≈ 4P²D·(1 + B/P) (the three Gram products XXᵀ, SSᵀ and SXᵀ with symmetry), plus the kernel
-//! arithmetic on the P(P−1)/2 pairs a < b: [`KERNEL_FLOPS_PER_PAIR`] operations each, a
-//! division and a square root counted as one each. Two limits are measured on this machine:
-//! the faer GEMM peak (sequential 1024³ products, on one thread and on every thread at once)
-//! and the same tile GEMMs alone, without the kernel arithmetic (all threads).
+//! every tile pair I ≤ J takes the four Gram products x_aᵀx_b, x_aᵀs_b, s_aᵀx_b and s_aᵀs_b
+//! of its rows, 2·(2|I|)·(2|J|)·D FLOPs, in all ≈ 4P²D·(1 + B/P), plus the kernel arithmetic on
+//! the P(P−1)/2 pairs a < b: [`KERNEL_FLOPS_PER_PAIR`] operations each, a division and a square
+//! root counted as one each. (The library's pair kernel skips the panels below the diagonal of
+//! the diagonal tiles, so it does about B/(P + B) fewer multiply-adds than counted: 1.3 % at
+//! P = 5,000.) Two limits are measured on this machine: the faer GEMM peak (sequential 1024³
+//! products, on one thread and on every thread at once) and the same Gram products as faer tile
+//! GEMMs alone, without the kernel arithmetic (all threads; the library's design before its
+//! fused pair kernel).
 //!
 //! Full-batch scores: one parallel pass over the N rows per kept draw (N·D reads, 4·N·D FLOPs
 //! plus one exp per row); the memory bound is N·D·8 bytes at the sequential read bandwidth.
@@ -59,7 +62,8 @@ struct KsdRow {
     gram_flops: f64,
     kernel_flops: f64,
     gflops_per_second: f64,
-    /// The same tile GEMMs alone (no kernel arithmetic), seconds, all threads.
+    /// The same Gram products as faer tile GEMMs alone (no kernel arithmetic), seconds, all
+    /// threads.
     gemm_only_seconds: f64,
     gemm_only_gflops_per_second: f64,
     peer_f64_seconds: Option<(f64, f64)>,
