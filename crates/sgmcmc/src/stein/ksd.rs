@@ -4,13 +4,13 @@
 //! reported KSD is sqrt(KSD²_V) (§4.2, as SGMCMCJax `imq_KSD` and the MAMBA code).
 //!
 //! Computation (§4.2): the draws are centred (k_p depends on x only through r = x_a − x_b), and
-//! rows are cut into tiles of B rows, each stored column by column. For a tile pair, a
-//! register-blocked kernel forms the three products x_aᵀx_b, x_aᵀs_b + s_aᵀx_b and s_aᵀs_b of
-//! a few rows a against eight columns b at once (fused multiply-adds over the D features, never
-//! written to memory), from which
+//! rows are cut into tiles of B rows, each stored in panels of eight rows. For a tile pair, a
+//! register-blocked kernel forms the four Gram products x_aᵀx_b, x_aᵀs_b, s_aᵀx_b and s_aᵀs_b
+//! of a few rows a against one panel of rows b at once (fused multiply-adds over the D features,
+//! never written to memory), from which
 //!
 //!   ‖r‖² = ‖x_a‖² + ‖x_b‖² − 2x_aᵀx_b (clamped at 0),
-//!   (s_a − s_b)ᵀr = s_aᵀx_a + s_bᵀx_b − (s_aᵀx_b + s_bᵀx_a),
+//!   (s_a − s_b)ᵀr = s_aᵀx_a + s_bᵀx_b − s_aᵀx_b − x_aᵀs_b,
 //!
 //! and k_p follow in the same registers. Doing the products and the kernel arithmetic together
 //! lets the divisions and square roots run beside the multiply-adds (with a GEMM to memory first,
@@ -253,13 +253,13 @@ fn sums_on<K: PairTerm>(
         mean.iter_mut().zip(row).for_each(|(m, x)| *m += x);
     }
     mean.iter_mut().for_each(|m| *m /= n as f64);
-    let mut columns = vec![0.0; tiles * 2 * dim * stride];
+    let mut panels = vec![0.0; tiles * 2 * dim * stride];
     let mut xx = vec![0.0; tiles * stride];
     let mut sx = vec![0.0; tiles * stride];
     let mut diagonal = 0.0;
     for a in 0..n {
         let (t, i) = (a / tile, a % tile);
-        let panel = &mut columns[t * 2 * dim * stride + (i / LANES) * 2 * dim * LANES..];
+        let panel = &mut panels[t * 2 * dim * stride + (i / LANES) * 2 * dim * LANES..];
         let lane = i % LANES;
         let (x, s) = (
             &draws[a * dim..(a + 1) * dim],
@@ -278,7 +278,6 @@ fn sums_on<K: PairTerm>(
         sx[t * stride + i] = sxa;
         diagonal += k.term(ssa, 0.0, 0.0);
     }
-    let column: Vec<f64> = (0..stride).map(|b| b as f64).collect();
     let layout = Layout {
         isa,
         n,
@@ -286,10 +285,9 @@ fn sums_on<K: PairTerm>(
         tile,
         tiles,
         stride,
-        columns: &columns,
+        panels: &panels,
         xx: &xx,
         sx: &sx,
-        column: &column,
     };
     let units = tiles.div_ceil(2);
     let unit_sums: Vec<f64> = (0..units)
@@ -318,12 +316,10 @@ struct Layout<'a> {
     stride: usize,
     /// Tile t at `t·2·dim·stride`, in panels of [`LANES`] rows (2·dim·LANES values each): per
     /// feature c, the panel's x_·c, then its s_·c.
-    columns: &'a [f64],
+    panels: &'a [f64],
     /// ‖x_a‖² and s_aᵀx_a, `stride` per tile (0 in the padding).
     xx: &'a [f64],
     sx: &'a [f64],
-    /// 0, 1, …, stride − 1 as floats: the column numbers b of the pair mask.
-    column: &'a [f64],
 }
 
 impl Layout<'_> {
@@ -332,7 +328,7 @@ impl Layout<'_> {
         let (s, w) = (self.stride, 2 * self.dim * self.stride);
         TilePanels {
             rows: self.tile.min(self.n - t * self.tile),
-            panels: &self.columns[t * w..(t + 1) * w],
+            panels: &self.panels[t * w..(t + 1) * w],
             xx: &self.xx[t * s..(t + 1) * s],
             sx: &self.sx[t * s..(t + 1) * s],
         }
@@ -354,18 +350,16 @@ impl Layout<'_> {
         tj: TilePanels<'_>,
         diagonal: bool,
     ) -> f64 {
-        let (dim, column) = (self.dim, self.column);
+        let dim = self.dim;
         match self.isa {
             // SAFETY: the portable lanes need no CPU feature.
-            Isa::Portable => unsafe {
-                tile_pair_body::<K, Portable, 2>(k, dim, ti, tj, diagonal, column)
-            },
+            Isa::Portable => unsafe { tile_pair_body::<K, Portable, 2>(k, dim, ti, tj, diagonal) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
-            Isa::Avx2 => unsafe { tile_pair_avx2(k, dim, ti, tj, diagonal, column) },
+            Isa::Avx2 => unsafe { tile_pair_avx2(k, dim, ti, tj, diagonal) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
-            Isa::Avx512 => unsafe { tile_pair_avx512(k, dim, ti, tj, diagonal, column) },
+            Isa::Avx512 => unsafe { tile_pair_avx512(k, dim, ti, tj, diagonal) },
         }
     }
 }
@@ -387,10 +381,9 @@ unsafe fn tile_pair_avx2<K: PairTerm>(
     ti: TilePanels<'_>,
     tj: TilePanels<'_>,
     diagonal: bool,
-    column: &[f64],
 ) -> f64 {
     // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { tile_pair_body::<K, Avx2, 2>(k, dim, ti, tj, diagonal, column) }
+    unsafe { tile_pair_body::<K, Avx2, 2>(k, dim, ti, tj, diagonal) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -401,11 +394,13 @@ unsafe fn tile_pair_avx512<K: PairTerm>(
     ti: TilePanels<'_>,
     tj: TilePanels<'_>,
     diagonal: bool,
-    column: &[f64],
 ) -> f64 {
     // SAFETY: AVX-512F/VL and FMA are enabled here.
-    unsafe { tile_pair_body::<K, Avx512, 4>(k, dim, ti, tj, diagonal, column) }
+    unsafe { tile_pair_body::<K, Avx512, 4>(k, dim, ti, tj, diagonal) }
 }
+
+/// 0, 1, …, LANES − 1: a panel's lane numbers, for the pair mask.
+const LANE_NUMBERS: [f64; LANES] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
 
 /// R rows a of tile I (lanes o … o + R − 1 of one of its panels) against each panel of
 /// [`LANES`] rows b of tile J, all in registers:
@@ -430,16 +425,16 @@ unsafe fn tile_pair_body<K: PairTerm, L: Lanes, const R: usize>(
     ti: TilePanels<'_>,
     tj: TilePanels<'_>,
     diagonal: bool,
-    column: &[f64],
 ) -> f64 {
     const { assert!(LANES.is_multiple_of(R)) };
     let panel = 2 * dim * LANES;
     let width = tj.rows.next_multiple_of(LANES);
-    assert!(tj.xx.len() >= width && tj.sx.len() >= width && column.len() >= width);
+    assert!(tj.xx.len() >= width && tj.sx.len() >= width);
     // SAFETY (all lane operations below): the CPU supports `L` (caller); every load reads
     // LANES values of a slice whose length was checked.
     unsafe {
         let (two, end) = (L::splat(2.0), L::splat(tj.rows as f64));
+        let lane = L::load_f64(LANE_NUMBERS.as_ptr(), LANES);
         let mut total = 0.0;
         for a0 in (0..ti.rows).step_by(R) {
             // Rows past the tile's end read the zero padding; their sums are not used.
@@ -478,7 +473,8 @@ unsafe fn tile_pair_body<K: PairTerm, L: Lanes, const R: usize>(
                 }
                 let xxb = L::load_f64(tj.xx[b0..].as_ptr(), LANES);
                 let sxb = L::load_f64(tj.sx[b0..].as_ptr(), LANES);
-                let b = L::load_f64(column[b0..].as_ptr(), LANES);
+                // The panel's row numbers b0 + l, exact as floats.
+                let b = L::add(L::splat(b0 as f64), lane);
                 for r in 0..R {
                     let r2 = L::sub(L::add(xxa[r], xxb), L::mul(two, g[r])).positive_part();
                     let dr = L::sub(L::sub(L::add(sxa[r], sxb), sx[r]), xs[r]);
