@@ -781,8 +781,15 @@ impl TrialKey {
         trial: usize,
     ) -> Self {
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+        // Format 2 for the slice-sampler problems: their log-likelihoods became vectorised
+        // (Bradley–Terry's log σ, Poisson's softplus link), which moves their values by an ulp
+        // or two and so their chains; the exact-kernel and Gibbs problems did not change.
+        let format = match problem.model {
+            ProblemModel::Slice(_) => 2,
+            ProblemModel::ExactGaussian(_) | ProblemModel::Gibbs(_) => 1,
+        };
         Self {
-            format: 1,
+            format,
             problem: problem.name.clone(),
             reference_mean: bits(&problem.mean),
             reference_sd: bits(&problem.sd),

@@ -132,34 +132,47 @@ fn poisson_gradients_match_finite_differences() {
 }
 
 /// log_lik_each against the direct formulas y·log λ − λ (log link: λ = eᶻ; softplus link:
-/// λ = ln(1 + eᶻ)), computed independently here. Break-once check: dropping `y *` from
-/// `Poisson::log_lik` failed this test.
+/// λ = ln(1 + eᶻ)), computed independently here, over 300 rows in a scattered order (more than
+/// two chunks of the kernel), with the features stored as f64 and as f32. Break-once checks:
+/// dropping `y *` from `Poisson::log_lik` failed this test; so did gathering the targets of
+/// the first chunk only in `Glm::log_lik_of_predictors`.
 #[test]
 fn poisson_log_lik_agrees_with_the_direct_formula() {
     let w = [0.4, -0.3];
+    let n = 300;
+    // A scattered batch: every row once, in the order 7k mod 300.
+    let batch: Vec<DataIndex> = (0..n).map(|k| ((7 * k) % n) as DataIndex).collect();
     for link in [PoissonLink::Log, PoissonLink::Softplus] {
-        let (x, y) = poisson_data(21, 30, &w, 0.5, link);
-        let model = Glm::new(
-            dataset(x.clone(), 2, Some(y.clone()), false),
-            Poisson::new(link),
-            NormalPrior::new(1.0).unwrap(),
-            true,
-        )
-        .unwrap();
-        let theta = [0.35, -0.2, 0.7];
-        let got = log_lik_each(&model, &theta, &all(30));
-        for (i, row) in x.chunks_exact(2).enumerate() {
-            let z = row[0] * theta[0] + row[1] * theta[1] + theta[2];
-            let lambda = match link {
-                PoissonLink::Log => z.exp(),
-                PoissonLink::Softplus => (1.0 + z.exp()).ln(),
+        for as_f32 in [false, true] {
+            let (x, y) = poisson_data(21, n, &w, 0.5, link);
+            let x: Vec<f64> = if as_f32 {
+                x.iter().map(|&v| f64::from(v as f32)).collect()
+            } else {
+                x
             };
-            let want = y[i] * lambda.ln() - lambda;
-            assert!(
-                (got[i] - want).abs() <= 1e-12 * want.abs().max(1.0),
-                "{link:?} row {i}: {} vs {want}",
-                got[i]
-            );
+            let model = Glm::new(
+                dataset(x.clone(), 2, Some(y.clone()), as_f32),
+                Poisson::new(link),
+                NormalPrior::new(1.0).unwrap(),
+                true,
+            )
+            .unwrap();
+            let theta = [0.35, -0.2, 0.7];
+            let got = log_lik_each(&model, &theta, &batch);
+            for (k, &i) in batch.iter().enumerate() {
+                let i = i as usize;
+                let z = x[2 * i] * theta[0] + x[2 * i + 1] * theta[1] + theta[2];
+                let lambda = match link {
+                    PoissonLink::Log => z.exp(),
+                    PoissonLink::Softplus => (1.0 + z.exp()).ln(),
+                };
+                let want = y[i] * lambda.ln() - lambda;
+                assert!(
+                    (got[k] - want).abs() <= 1e-12 * want.abs().max(1.0),
+                    "{link:?} f32={as_f32} row {i}: {} vs {want}",
+                    got[k]
+                );
+            }
         }
     }
 }
@@ -255,7 +268,8 @@ fn bt_dataset(x: Vec<f64>, y: Vec<f64>) -> Dataset {
 /// (`+= r`) failed at "Σ = batch".
 #[test]
 fn bradley_terry_gradients_and_log_lik() {
-    let (x, y, ids) = games(41, 60);
+    // 300 games: more than two chunks of the vectorised log σ.
+    let (x, y, ids) = games(41, 300);
     for scale in [BradleyTerry::DEFAULT_SCALE, 1.0] {
         let model = BradleyTerry::new(
             bt_dataset(x.clone(), y.clone()),
@@ -268,9 +282,14 @@ fn bradley_terry_gradients_and_log_lik() {
         assert_eq!(model.parameter_names()[0], "team[7]");
         assert_eq!(model.parameter_names()[4], "team[1610612760]");
         let theta: Vec<f64> = normals(42, 0, 5).iter().map(|t| 2.0 * t).collect();
-        check_gradients(&model, &theta, &[0, 3, 3, 17, 59], &format!("bt s={scale}"));
-        let got = log_lik_each(&model, &theta, &all(60));
-        for i in 0..60 {
+        check_gradients(
+            &model,
+            &theta,
+            &[0, 3, 3, 17, 299],
+            &format!("bt s={scale}"),
+        );
+        let got = log_lik_each(&model, &theta, &all(300));
+        for i in 0..300 {
             let idx = |id: f64| ids.iter().position(|&t| t as f64 == id).unwrap();
             let a = (theta[idx(x[2 * i])] - theta[idx(x[2 * i + 1])]) / scale;
             let sig = |u: f64| 1.0 / (1.0 + (-u).exp());
@@ -285,8 +304,9 @@ fn bradley_terry_gradients_and_log_lik() {
 }
 
 /// Strength differences of ±10⁶ (a = ±2500 at s = 400): finite, ℓ = 0 for the expected
-/// winner and ℓ = a for the upset, gradients finite (0 or ±1/s). Break-once check: without
-/// the a < −300 branch of log σ the upset at +10⁶ gave ℓ = −∞.
+/// winner and ℓ = a for the upset, gradients finite (0 or ±1/s). Break-once check: log σ as
+/// the reference's −log1p(e⁻ᵃ) without its a < −300 branch gave ℓ = −∞ for the upset at +10⁶
+/// (with the vectorised functions, 2026-11-29; before, with libm's, the same).
 #[test]
 fn bradley_terry_is_finite_at_extreme_differences() {
     // Game 0: team 1 hosts team 2 and wins; game 1: same teams, the host loses.

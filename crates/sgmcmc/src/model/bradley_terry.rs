@@ -6,7 +6,8 @@
 //! ```
 //!
 //! with the Elo-like scale s (400 by default) and prior θ ~ N(0, σ²I) (σ² = 1 by default).
-//! log σ(a) = −log1p(e⁻ᵃ), and = a for a < −300 (finite for any finite θ).
+//! log σ(a) = min(a, 0) − log1p(e^−|a|) (finite for any finite θ; the reference's −log1p(e⁻ᵃ)
+//! with a cutoff at a < −300 is the same function).
 //!
 //! Data: a [`Dataset`] with two feature columns holding the home and visitor team ids (any
 //! integers, e.g. the NBA's 1610612737..; see [`crate::data::load_nba_games`]) and the 0/1
@@ -15,20 +16,28 @@
 //! methods cost O(batch), not O(batch·T).
 
 use super::logistic::{Bernoulli, sigmoid};
+use super::vector_math;
 use super::{DataIndex, Family, Model, ModelError, NormalPrior, Scratch, debug_check_dim};
 use crate::data::Dataset;
 use crate::rng::ChainRng;
 
-/// Below this argument, log σ(a) is replaced by a (reference §7.9).
-const LOG_SIGMOID_CUTOFF: f64 = -300.0;
-
-/// log σ(a) = −log1p(e⁻ᵃ), and a for a < −300.
+/// log σ(a) = min(a, 0) − log1p(e^−|a|) ([`vector_math::log_sigmoid`], branch-free: a loop of
+/// them vectorises). The reference's −log1p(e⁻ᵃ), with a in its place for a < −300 (§7.9), is
+/// the same function; this form needs no cutoff, as it equals a to double precision for
+/// a < −37.
 #[inline(always)]
 fn log_sigmoid(a: f64) -> f64 {
-    if a < LOG_SIGMOID_CUTOFF {
-        a
-    } else {
-        -(-a).exp().ln_1p()
+    vector_math::log_sigmoid(a)
+}
+
+/// [`log_sigmoid`] as an [`vector_math::ElementMap`] (inlined into the vector loop).
+#[derive(Clone, Copy)]
+struct LogSigmoid;
+
+impl vector_math::ElementMap<()> for LogSigmoid {
+    #[inline(always)]
+    fn apply(&self, (): (), a: f64) -> f64 {
+        log_sigmoid(a)
     }
 }
 
@@ -197,10 +206,12 @@ impl Model for BradleyTerry {
 
     fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _s: &mut Scratch) {
         debug_check_dim(self, theta);
+        // The signed arguments first, then log σ over all of them in vector registers.
         for (o, &i) in out.iter_mut().zip(batch) {
             let (a, g) = self.game(theta, i);
-            *o = Self::log_lik_at(a, g.home_wins);
+            *o = if g.home_wins { a } else { -a };
         }
+        vector_math::map(&mut out[..batch.len()], LogSigmoid);
     }
 
     /// Row k is zero except ±(y − σ(a))/s at the two teams of game `batch[k]` (the trait asks

@@ -40,6 +40,15 @@ pub trait Family: Send + Sync + 'static {
     /// ∂ log p(y | z, extra) / ∂z.
     fn dlog_lik_dz(&self, y: Self::Target, z: f64, extra: &[f64]) -> f64;
 
+    /// `z[k] ← log p(ys[k] | z[k], extra)` for every k: the log-likelihoods of a batch
+    /// ([`Model::log_lik_each`]). The default calls [`Family::log_lik`] element by element; a
+    /// family with a logarithm or an `exp` inside may override it with `vector_math::map_tile`.
+    fn log_lik_tile(&self, ys: &[Self::Target], z: &mut [f64], extra: &[f64]) {
+        for (zk, &y) in z.iter_mut().zip(ys) {
+            *zk = self.log_lik(y, *zk, extra);
+        }
+    }
+
     /// `z[i·q + p] ← ∂log p(ys[i] | z[i·q + p], extra_p)/∂z` over a tile of rows × q draws,
     /// where extra_p = `extras[p·stride..][..k]` for the family's k extra parameters: the
     /// residuals of the block-of-draws kernel ([`Model::add_grad_log_lik_draws`]). The default
@@ -684,12 +693,61 @@ impl<F: Family> Glm<F> {
         batch: &[DataIndex],
         out: &mut [f64],
     ) {
+        let Some(&first) = batch.first() else {
+            return;
+        };
         let (w, b, extra) = self.split(theta);
+        let out = &mut out[..batch.len()];
         for (k, &i) in batch.iter().enumerate() {
             self.prefetch(x, batch, k);
-            let i = i as usize;
-            let z = x.row(i).dot(w) + b;
-            out[k] = self.family.log_lik(self.targets[i], z, extra);
+            out[k] = x.row(i as usize).dot(w) + b;
+        }
+        self.log_lik_of_predictors(first, batch, out, extra);
+    }
+
+    /// [`Self::log_lik_kernel`] for dense rows: the linear predictors by [`row_kernels::dots`]
+    /// (the same z, to the bit, as the minibatch gradient's), chunk by chunk.
+    fn log_lik_dense<T: RowElement>(
+        &self,
+        x: &Matrix<T>,
+        theta: &[f64],
+        batch: &[DataIndex],
+        out: &mut [f64],
+    ) {
+        let Some(&first) = batch.first() else {
+            return;
+        };
+        let (w, b, extra) = self.split(theta);
+        let out = &mut out[..batch.len()];
+        let isa = Isa::detect();
+        for (c, (idx, z)) in batch
+            .chunks(CHUNK_ROWS)
+            .zip(out.chunks_mut(CHUNK_ROWS))
+            .enumerate()
+        {
+            let row = |k: usize| x.row(idx[k] as usize);
+            let ahead = ROW_PREFETCH_DISTANCE;
+            let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+            row_kernels::dots(isa, row, prefetch, w, b, z);
+        }
+        self.log_lik_of_predictors(first, batch, out, extra);
+    }
+
+    /// `out[k] ← log p(y_{batch[k]} | z = out[k])`: the family's log-likelihood over each chunk
+    /// of linear predictors at once ([`Family::log_lik_tile`]).
+    fn log_lik_of_predictors(
+        &self,
+        first: DataIndex,
+        batch: &[DataIndex],
+        out: &mut [f64],
+        extra: &[f64],
+    ) {
+        let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
+        for (idx, z) in batch.chunks(CHUNK_ROWS).zip(out.chunks_mut(CHUNK_ROWS)) {
+            for (y, &i) in ys.iter_mut().zip(idx) {
+                *y = self.targets[i as usize];
+            }
+            self.family.log_lik_tile(&ys[..idx.len()], z, extra);
         }
     }
 
@@ -858,7 +916,11 @@ impl<F: Family> Model for Glm<F> {
 
     fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _s: &mut Scratch) {
         debug_check_dim(self, theta);
-        with_features!(self, x => self.log_lik_kernel(x, theta, batch, out));
+        match &self.features {
+            Features::F64(x) => self.log_lik_dense(x, theta, batch, out),
+            Features::F32(x) => self.log_lik_dense(x, theta, batch, out),
+            Features::Sparse(x) => self.log_lik_kernel(x, theta, batch, out),
+        }
     }
 
     fn grad_log_lik_each(
