@@ -685,69 +685,59 @@ impl<F: Family> Glm<F> {
         }
     }
 
-    /// Per-datum log-likelihoods (`out[k]`) over `batch`.
-    fn log_lik_kernel<X: GlmRows>(
+    /// Per-datum log-likelihoods (`out[k]`) over `batch`: `predictors(w, b, z)` writes the
+    /// linear predictors (z[k] of row `batch[k]`), then the family's log-likelihood runs over
+    /// each chunk of them at once ([`Family::log_lik_tile`]).
+    fn log_lik_with(
         &self,
-        x: &X,
         theta: &[f64],
         batch: &[DataIndex],
         out: &mut [f64],
+        predictors: impl FnOnce(&[f64], f64, &mut [f64]),
     ) {
         let Some(&first) = batch.first() else {
             return;
         };
         let (w, b, extra) = self.split(theta);
         let out = &mut out[..batch.len()];
-        for (k, &i) in batch.iter().enumerate() {
-            self.prefetch(x, batch, k);
-            out[k] = x.row(i as usize).dot(w) + b;
-        }
-        self.log_lik_of_predictors(first, batch, out, extra);
-    }
-
-    /// [`Self::log_lik_kernel`] for dense rows: the linear predictors by [`row_kernels::dots`]
-    /// (the same z, to the bit, as the minibatch gradient's), chunk by chunk.
-    fn log_lik_dense<T: RowElement>(
-        &self,
-        x: &Matrix<T>,
-        theta: &[f64],
-        batch: &[DataIndex],
-        out: &mut [f64],
-    ) {
-        let Some(&first) = batch.first() else {
-            return;
-        };
-        let (w, b, extra) = self.split(theta);
-        let out = &mut out[..batch.len()];
-        let isa = Isa::detect();
-        for (c, (idx, z)) in batch
-            .chunks(CHUNK_ROWS)
-            .zip(out.chunks_mut(CHUNK_ROWS))
-            .enumerate()
-        {
-            let row = |k: usize| x.row(idx[k] as usize);
-            let ahead = ROW_PREFETCH_DISTANCE;
-            let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
-            row_kernels::dots(isa, row, prefetch, w, b, z);
-        }
-        self.log_lik_of_predictors(first, batch, out, extra);
-    }
-
-    /// `out[k] ← log p(y_{batch[k]} | z = out[k])`: the family's log-likelihood over each chunk
-    /// of linear predictors at once ([`Family::log_lik_tile`]).
-    fn log_lik_of_predictors(
-        &self,
-        first: DataIndex,
-        batch: &[DataIndex],
-        out: &mut [f64],
-        extra: &[f64],
-    ) {
+        predictors(w, b, out);
         let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
         for (idx, z) in batch.chunks(CHUNK_ROWS).zip(out.chunks_mut(CHUNK_ROWS)) {
             for (y, &i) in ys.iter_mut().zip(idx) {
                 *y = self.targets[i as usize];
             }
             self.family.log_lik_tile(&ys[..idx.len()], z, extra);
+        }
+    }
+
+    /// z[k] = x_{batch[k]}ᵀw + b for any rows, one row at a time.
+    fn predictors<X: GlmRows>(&self, x: &X, batch: &[DataIndex], w: &[f64], b: f64, z: &mut [f64]) {
+        for (k, &i) in batch.iter().enumerate() {
+            self.prefetch(x, batch, k);
+            z[k] = x.row(i as usize).dot(w) + b;
+        }
+    }
+
+    /// [`Self::predictors`] for dense rows by [`row_kernels::dots`] (the same z, to the bit, as
+    /// the minibatch gradient's), chunk by chunk.
+    fn predictors_dense<T: RowElement>(
+        &self,
+        x: &Matrix<T>,
+        batch: &[DataIndex],
+        w: &[f64],
+        b: f64,
+        z: &mut [f64],
+    ) {
+        let isa = Isa::detect();
+        for (c, (idx, z)) in batch
+            .chunks(CHUNK_ROWS)
+            .zip(z.chunks_mut(CHUNK_ROWS))
+            .enumerate()
+        {
+            let row = |k: usize| x.row(idx[k] as usize);
+            let ahead = ROW_PREFETCH_DISTANCE;
+            let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+            row_kernels::dots(isa, row, prefetch, w, b, z);
         }
     }
 
@@ -916,11 +906,11 @@ impl<F: Family> Model for Glm<F> {
 
     fn log_lik_each(&self, theta: &[f64], batch: &[DataIndex], out: &mut [f64], _s: &mut Scratch) {
         debug_check_dim(self, theta);
-        match &self.features {
-            Features::F64(x) => self.log_lik_dense(x, theta, batch, out),
-            Features::F32(x) => self.log_lik_dense(x, theta, batch, out),
-            Features::Sparse(x) => self.log_lik_kernel(x, theta, batch, out),
-        }
+        self.log_lik_with(theta, batch, out, |w, b, z| match &self.features {
+            Features::F64(x) => self.predictors_dense(x, batch, w, b, z),
+            Features::F32(x) => self.predictors_dense(x, batch, w, b, z),
+            Features::Sparse(x) => self.predictors(x, batch, w, b, z),
+        });
     }
 
     fn grad_log_lik_each(
