@@ -165,7 +165,13 @@ impl BradleyTerry {
     /// ℓ = log σ(±a), the sign + when the home team won.
     #[inline(always)]
     fn log_lik_at(a: f64, home_wins: bool) -> f64 {
-        log_sigmoid(if home_wins { a } else { -a })
+        log_sigmoid(Self::signed(a, home_wins))
+    }
+
+    /// The argument of log σ in ℓ: a when the home team won, −a when it lost.
+    #[inline(always)]
+    fn signed(a: f64, home_wins: bool) -> f64 {
+        if home_wins { a } else { -a }
     }
 
     /// ∂ℓ/∂θ_h = (y − σ(a))/s (and ∂ℓ/∂θ_v is its negative).
@@ -209,7 +215,7 @@ impl Model for BradleyTerry {
         // The signed arguments first, then log σ over all of them in vector registers.
         for (o, &i) in out.iter_mut().zip(batch) {
             let (a, g) = self.game(theta, i);
-            *o = if g.home_wins { a } else { -a };
+            *o = Self::signed(a, g.home_wins);
         }
         vector_math::map(&mut out[..batch.len()], LogSigmoid);
     }

@@ -18,6 +18,19 @@ use crate::rng::ChainRng;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
+/// [`Family::log_lik_tile`] element by element with [`Family::log_lik`] (its default, and the
+/// fallback of families that vectorise only some of their links).
+pub(crate) fn log_lik_elementwise<F: Family + ?Sized>(
+    family: &F,
+    ys: &[F::Target],
+    z: &mut [f64],
+    extra: &[f64],
+) {
+    for (zk, &y) in z.iter_mut().zip(ys) {
+        *zk = family.log_lik(y, *zk, extra);
+    }
+}
+
 /// The response distribution of a GLM, as a function of the linear predictor z.
 pub trait Family: Send + Sync + 'static {
     /// Compact in-memory form of one response (e.g. `u8` for a 0/1 label: fewer cache misses).
@@ -44,9 +57,7 @@ pub trait Family: Send + Sync + 'static {
     /// ([`Model::log_lik_each`]). The default calls [`Family::log_lik`] element by element; a
     /// family with a logarithm or an `exp` inside may override it with `vector_math::map_tile`.
     fn log_lik_tile(&self, ys: &[Self::Target], z: &mut [f64], extra: &[f64]) {
-        for (zk, &y) in z.iter_mut().zip(ys) {
-            *zk = self.log_lik(y, *zk, extra);
-        }
+        log_lik_elementwise(self, ys, z, extra);
     }
 
     /// `z[i·q + p] ← ∂log p(ys[i] | z[i·q + p], extra_p)/∂z` over a tile of rows × q draws,

@@ -12,7 +12,7 @@
 //! not see it); the predictive log-probability of held-out rows ([`PredictiveFamily`]) keeps
 //! it, so test log-losses are those of the normalised distribution.
 
-use super::glm::{Family, Glm};
+use super::glm::{self, Family, Glm};
 use super::logistic::{sigmoid, softplus};
 use super::predictive::{PredictiveFamily, PredictiveTask};
 use super::vector_math;
@@ -128,11 +128,7 @@ impl Family for Poisson {
     /// element.
     fn log_lik_tile(&self, ys: &[f64], z: &mut [f64], extra: &[f64]) {
         match self.link {
-            PoissonLink::Log => {
-                for (zk, &y) in z.iter_mut().zip(ys) {
-                    *zk = self.log_lik(y, *zk, extra);
-                }
-            }
+            PoissonLink::Log => glm::log_lik_elementwise(self, ys, z, extra),
             PoissonLink::Softplus => vector_math::map_tile(ys, 1, z, SoftplusLogLik),
         }
     }
