@@ -367,7 +367,8 @@ fn coreset_study_flags_reach_the_report() {
 
 /// `sgmcmc experiment coreset-fig1 --resume`: a run with more trials into the same --out reuses
 /// the trials the first one finished (kept in OUT/trials) and gives exactly the report of a
-/// fresh run; a changed setting reuses nothing.
+/// fresh run, final weights included; a changed setting reuses nothing. Break-once: the stored
+/// trial without its final weights failed the weights' comparison.
 #[test]
 fn coreset_experiment_resumes_from_its_finished_trials() {
     let dir = tempfile::tempdir().unwrap();
@@ -420,6 +421,13 @@ fn coreset_experiment_resumes_from_its_finished_trials() {
     let fresh = run("fresh", "3", "200", false);
     assert_eq!(fresh["reused_trials"], 0);
     assert_eq!(finals(&resumed), finals(&fresh));
+    // The stored trials keep their final weights.
+    let weights = |report: &serde_json::Value| -> Vec<serde_json::Value> {
+        let cells = report["cells"].as_array().unwrap();
+        cells.iter().map(|c| c["final_weights"].clone()).collect()
+    };
+    assert_eq!(weights(&resumed), weights(&fresh));
+    assert!(weights(&fresh).iter().all(|w| w[2]["total"].is_number()));
     for (two, three) in finals(&first).iter().zip(finals(&resumed)) {
         assert_eq!(two.as_array().unwrap()[..], three.as_array().unwrap()[..2]);
     }

@@ -634,6 +634,31 @@ pub struct Fig1Cell {
     pub burn_in: Vec<BurnInSummary>,
     /// The burn-in study: the first trial's trace, every iteration (empty otherwise).
     pub burn_in_trace: Vec<BurnInPoint>,
+    /// Each trial's final weights in brief (None for a trial stored before they were recorded).
+    pub final_weights: Vec<Option<FinalWeights>>,
+}
+
+/// A trained coreset's weights in brief: where a run put its weight (an optimiser that piles
+/// weight on a few points concentrates π_w, which the z-score metric sees).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FinalWeights {
+    /// The largest weight.
+    pub largest: f64,
+    /// The sum of the weights (N/M each before training, so N in all).
+    pub total: f64,
+    /// Weights at 0.
+    pub zeros: usize,
+}
+
+impl FinalWeights {
+    /// The summary of `weights`.
+    pub fn of(weights: &[f64]) -> Self {
+        Self {
+            largest: weights.iter().copied().fold(0.0, f64::max),
+            total: weights.iter().sum(),
+            zeros: weights.iter().filter(|&&w| w == 0.0).count(),
+        }
+    }
 }
 
 /// The hot-start threshold c whose crossing the burn-in study reports: the default (the
@@ -753,6 +778,7 @@ struct TrialResult {
     seconds: f64,
     trace: Vec<(usize, f64)>,
     burn_in: Vec<BurnInPoint>,
+    final_weights: Option<FinalWeights>,
 }
 
 /// What identifies a trial in a [`TrialStore`]: everything its result depends on. The problem
@@ -812,6 +838,9 @@ struct StoredTrial {
     trace: Vec<(usize, u64)>,
     /// (iteration, ‖ĝ‖, statistic) of the burn-in study.
     burn_in: Vec<(usize, u64, Option<u64>)>,
+    /// (largest, total, zeros) of the final weights; absent in trials stored before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    final_weights: Option<(u64, u64, usize)>,
 }
 
 impl From<&TrialResult> for StoredTrial {
@@ -833,6 +862,9 @@ impl From<&TrialResult> for StoredTrial {
                     )
                 })
                 .collect(),
+            final_weights: t
+                .final_weights
+                .map(|w| (w.largest.to_bits(), w.total.to_bits(), w.zeros)),
         }
     }
 }
@@ -858,6 +890,11 @@ impl From<StoredTrial> for TrialResult {
                     statistic: s.map(f64::from_bits),
                 })
                 .collect(),
+            final_weights: t.final_weights.map(|(largest, total, zeros)| FinalWeights {
+                largest: f64::from_bits(largest),
+                total: f64::from_bits(total),
+                zeros,
+            }),
         }
     }
 }
@@ -917,6 +954,7 @@ fn run_trial(
         hot_start_iteration: run.hot_start_iteration,
         stopped: run.stopped,
         seconds: started.elapsed().as_secs_f64(),
+        final_weights: Some(FinalWeights::of(&run.coreset.weights)),
         trace: run.metric,
         burn_in: run.burn_in,
     })
@@ -1009,6 +1047,7 @@ pub fn run_with_store(
                     .map(|t| summarise_burn_in(&t.burn_in))
                     .collect(),
                 burn_in_trace: trials[0].burn_in.clone(),
+                final_weights: trials.iter().map(|t| t.final_weights).collect(),
             };
             log(&format!(
                 "{} M = {size} {}: median final metric {:.4e} ({:.1} s per run{})",
@@ -1126,6 +1165,34 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
             }
         }
         out.push_str("\n\n");
+        if cells
+            .iter()
+            .any(|c| c.final_weights.iter().any(Option::is_some))
+        {
+            out.push_str(
+                "Final weights per trial, largest / total (N/M each and N in all before \
+                 training; – for a trial stored before they were recorded):\n\n| optimiser |",
+            );
+            for size in &s.sizes {
+                out.push_str(&format!(" M = {size} |"));
+            }
+            out.push_str(&format!("\n|---|{}\n", "---|".repeat(s.sizes.len())));
+            for choice in &choices {
+                out.push_str(&format!("| {} |", choice.label()));
+                for &size in &s.sizes {
+                    let weights = cell(choice, size).map_or_else(String::new, |c| {
+                        list(
+                            c.final_weights
+                                .iter()
+                                .map(|w| w.map(|w| format!("{:.3e} / {:.3e}", w.largest, w.total))),
+                        )
+                    });
+                    out.push_str(&format!(" {weights} |"));
+                }
+                out.push('\n');
+            }
+            out.push('\n');
+        }
     }
     out
 }

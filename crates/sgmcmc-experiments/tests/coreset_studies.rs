@@ -1,7 +1,8 @@
 //! `sgmcmc experiment coreset-fig1` beyond Fig. 1 on the Gaussian location model (which the CLI
 //! tests cover): each study's optimiser list, the hot-start gate reaching every run, the sparse
 //! regression's Gibbs reference against NUTS on the same posterior, a short sparse-regression
-//! comparison, Bradley–Terry from a games file, the burn-in traces, and bad settings.
+//! comparison, Bradley–Terry from a games file, the burn-in traces, each trial's final weights,
+//! and bad settings.
 //!
 //! Break-once:
 //! - every run built with the hot-start test on (`enabled: true` in `settings_for`): the
@@ -12,6 +13,8 @@
 //! - the burn-in summary's pass taken at the first check with statistic < 0.6 instead of
 //!   c = 0.5: `the_burn_in_study_finds_where_hot_dog_passes` failed (trial 2's pass at
 //!   iteration 30 against Hot DoG's 60).
+//! - the final weights' largest taken with `min` instead of `max`:
+//!   `each_trial_reports_its_final_weights` failed (largest 0 on a trained coreset).
 //! - Not caught: the reference's moments from the first half of each chain instead of the
 //!   second. At N = 1,000 the chains start close to the posterior (OLS + N(0, I)) and forget
 //!   their start within a few sweeps of 6,000.
@@ -93,6 +96,35 @@ fn the_hot_start_gate_reaches_every_run() {
         table
             .lines()
             .any(|l| l.starts_with("| Hot DoG r = 1e-3 |") && l.ends_with("| 1.000 |")),
+        "{table}"
+    );
+}
+
+/// Each trial's final weights: the untrained coreset keeps w = N/M (so N in all), a trained one
+/// moves them, and the tables list them.
+#[test]
+fn each_trial_reports_its_final_weights() {
+    let problems = vec![Problem::gaussian_location(5_000, 20, 3).unwrap()];
+    let report = coreset_fig1::run(&problems, &settings(Study::Fig1), &|_| {}).unwrap();
+    for cell in &report.cells {
+        let w = cell.final_weights[0].unwrap();
+        assert!(w.zeros <= 200 && w.largest >= w.total / 200.0, "{w:?}");
+        if cell.optimiser.kind == OptimiserKind::Untrained {
+            assert_eq!((w.largest, w.total, w.zeros), (25.0, 5_000.0, 0));
+        } else {
+            // Trained from w = 25 each: the largest weight moved.
+            assert!(
+                w.largest > 25.0 && w.total.is_finite(),
+                "{}: {w:?}",
+                cell.optimiser.label()
+            );
+        }
+    }
+    let table = coreset_fig1::markdown(&report);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("| untrained (w = N/M) |") && l.contains("2.500e1 / 5.000e3")),
         "{table}"
     );
 }
