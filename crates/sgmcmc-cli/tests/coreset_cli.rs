@@ -367,8 +367,9 @@ fn coreset_study_flags_reach_the_report() {
 
 /// `sgmcmc experiment coreset-fig1 --resume`: a run with more trials into the same --out reuses
 /// the trials the first one finished (kept in OUT/trials) and gives exactly the report of a
-/// fresh run, final weights included; a changed setting reuses nothing. Break-once: the stored
-/// trial without its final weights failed the weights' comparison.
+/// fresh run, final weights and z-scores included; a changed setting reuses nothing.
+/// Break-once: the stored trial without its final weights failed the weights' comparison, and
+/// without its z-scores the z-scores' comparison.
 #[test]
 fn coreset_experiment_resumes_from_its_finished_trials() {
     let dir = tempfile::tempdir().unwrap();
@@ -421,19 +422,24 @@ fn coreset_experiment_resumes_from_its_finished_trials() {
     let fresh = run("fresh", "3", "200", false);
     assert_eq!(fresh["reused_trials"], 0);
     assert_eq!(finals(&resumed), finals(&fresh));
-    // The stored trials keep their final weights.
-    let weights = |report: &serde_json::Value| -> Vec<serde_json::Value> {
+    // The stored trials keep their final weights and z-scores.
+    let field = |report: &serde_json::Value, name: &str| -> Vec<serde_json::Value> {
         let cells = report["cells"].as_array().unwrap();
-        cells.iter().map(|c| c["final_weights"].clone()).collect()
+        cells.iter().map(|c| c[name].clone()).collect()
     };
+    let weights = |report: &serde_json::Value| field(report, "final_weights");
     assert_eq!(weights(&resumed), weights(&fresh));
     assert!(weights(&fresh).iter().all(|w| w[2]["total"].is_number()));
+    let z = |report: &serde_json::Value| field(report, "final_z");
+    assert_eq!(z(&resumed), z(&fresh));
+    assert!(z(&fresh).iter().all(|z| z[2][0].is_number()));
     for (two, three) in finals(&first).iter().zip(finals(&resumed)) {
         assert_eq!(two.as_array().unwrap()[..], three.as_array().unwrap()[..2]);
     }
     let tables = std::fs::read_to_string(dir.path().join("out/tables.md")).unwrap();
     assert!(
-        tables.contains("6 trials were finished by an earlier run"),
+        tables.contains("6 trials were finished by an earlier run")
+            && tables.contains("Final z-scores per trial"),
         "{tables}"
     );
     // Other iterations: nothing is reused.

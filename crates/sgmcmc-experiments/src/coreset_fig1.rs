@@ -636,6 +636,10 @@ pub struct Fig1Cell {
     pub burn_in_trace: Vec<BurnInPoint>,
     /// Each trial's final weights in brief (None for a trial stored before they were recorded).
     pub final_weights: Vec<Option<FinalWeights>>,
+    /// Each trial's final z-scores per coordinate, (μ̂ⱼ − μⱼ)/σⱼ, whose mean square is the final
+    /// metric: which coordinates a poor coreset misses (None for a trial stored before they
+    /// were recorded).
+    pub final_z: Vec<Option<Vec<f64>>>,
 }
 
 /// A trained coreset's weights in brief: where a run put its weight (an optimiser that piles
@@ -779,6 +783,7 @@ struct TrialResult {
     trace: Vec<(usize, f64)>,
     burn_in: Vec<BurnInPoint>,
     final_weights: Option<FinalWeights>,
+    final_z: Option<Vec<f64>>,
 }
 
 /// What identifies a trial in a [`TrialStore`]: everything its result depends on. The problem
@@ -841,6 +846,9 @@ struct StoredTrial {
     /// (largest, total, zeros) of the final weights; absent in trials stored before 2026-11-29.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     final_weights: Option<(u64, u64, usize)>,
+    /// The final z-score of each coordinate; absent in trials stored before 2026-11-29.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    final_z: Option<Vec<u64>>,
 }
 
 impl From<&TrialResult> for StoredTrial {
@@ -865,6 +873,10 @@ impl From<&TrialResult> for StoredTrial {
             final_weights: t
                 .final_weights
                 .map(|w| (w.largest.to_bits(), w.total.to_bits(), w.zeros)),
+            final_z: t
+                .final_z
+                .as_ref()
+                .map(|z| z.iter().map(|x| x.to_bits()).collect()),
         }
     }
 }
@@ -895,6 +907,9 @@ impl From<StoredTrial> for TrialResult {
                 total: f64::from_bits(total),
                 zeros,
             }),
+            final_z: t
+                .final_z
+                .map(|z| z.into_iter().map(f64::from_bits).collect()),
         }
     }
 }
@@ -955,6 +970,7 @@ fn run_trial(
         stopped: run.stopped,
         seconds: started.elapsed().as_secs_f64(),
         final_weights: Some(FinalWeights::of(&run.coreset.weights)),
+        final_z: Some(tracker.z_scores()),
         trace: run.metric,
         burn_in: run.burn_in,
     })
@@ -1048,6 +1064,7 @@ pub fn run_with_store(
                     .collect(),
                 burn_in_trace: trials[0].burn_in.clone(),
                 final_weights: trials.iter().map(|t| t.final_weights).collect(),
+                final_z: trials.iter().map(|t| t.final_z.clone()).collect(),
             };
             log(&format!(
                 "{} M = {size} {}: median final metric {:.4e} ({:.1} s per run{})",
@@ -1169,32 +1186,70 @@ pub fn markdown(report: &CoresetFig1Report) -> String {
             .iter()
             .any(|c| c.final_weights.iter().any(Option::is_some))
         {
-            out.push_str(
+            per_trial_table(
+                &mut out,
                 "Final weights per trial, largest / total (N/M each and N in all before \
-                 training; – for a trial stored before they were recorded):\n\n| optimiser |",
+                 training; – for a trial stored before they were recorded)",
+                &s.sizes,
+                &choices,
+                &cell,
+                |c: &Fig1Cell| {
+                    list(
+                        c.final_weights
+                            .iter()
+                            .map(|w| w.map(|w| format!("{:.3e} / {:.3e}", w.largest, w.total))),
+                    )
+                },
             );
-            for size in &s.sizes {
-                out.push_str(&format!(" M = {size} |"));
-            }
-            out.push_str(&format!("\n|---|{}\n", "---|".repeat(s.sizes.len())));
-            for choice in &choices {
-                out.push_str(&format!("| {} |", choice.label()));
-                for &size in &s.sizes {
-                    let weights = cell(choice, size).map_or_else(String::new, |c| {
-                        list(
-                            c.final_weights
-                                .iter()
-                                .map(|w| w.map(|w| format!("{:.3e} / {:.3e}", w.largest, w.total))),
-                        )
-                    });
-                    out.push_str(&format!(" {weights} |"));
-                }
-                out.push('\n');
-            }
-            out.push('\n');
+        }
+        if cells.iter().any(|c| c.final_z.iter().any(Option::is_some)) {
+            per_trial_table(
+                &mut out,
+                "Final z-scores per trial, the coordinate j (from 0) with the largest |zⱼ| and zⱼ \
+                 (the metric is the mean of zⱼ² over the coordinates; – for a trial stored \
+                 before they were recorded)",
+                &s.sizes,
+                &choices,
+                &cell,
+                |c: &Fig1Cell| {
+                    list(c.final_z.iter().map(|z| {
+                        z.as_ref().and_then(|z| {
+                            (0..z.len())
+                                .max_by(|&a, &b| z[a].abs().total_cmp(&z[b].abs()))
+                                .map(|j| format!("{j}: {:+.1}", z[j]))
+                        })
+                    }))
+                },
+            );
         }
     }
     out
+}
+
+/// A table with a row per optimiser and a column per M, each cell `entry` of its
+/// (optimiser, M) cell (empty where there is none), under the line `title`.
+fn per_trial_table<'a>(
+    out: &mut String,
+    title: &str,
+    sizes: &[usize],
+    choices: &[OptimiserChoice],
+    cell: &dyn Fn(&OptimiserChoice, usize) -> Option<&'a &'a Fig1Cell>,
+    entry: impl Fn(&Fig1Cell) -> String,
+) {
+    out.push_str(&format!("{title}:\n\n| optimiser |"));
+    for size in sizes {
+        out.push_str(&format!(" M = {size} |"));
+    }
+    out.push_str(&format!("\n|---|{}\n", "---|".repeat(sizes.len())));
+    for choice in choices {
+        out.push_str(&format!("| {} |", choice.label()));
+        for &size in sizes {
+            let text = cell(choice, size).map_or_else(String::new, |c| entry(c));
+            out.push_str(&format!(" {text} |"));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
 }
 
 /// "a, b, c" with "–" for a missing value.

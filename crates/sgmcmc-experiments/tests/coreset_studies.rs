@@ -101,12 +101,23 @@ fn the_hot_start_gate_reaches_every_run() {
 }
 
 /// Each trial's final weights: the untrained coreset keeps w = N/M (so N in all), a trained one
-/// moves them, and the tables list them.
+/// moves them, and the tables list them. Each trial's final z-scores: their mean square is its
+/// final metric.
 #[test]
 fn each_trial_reports_its_final_weights() {
     let problems = vec![Problem::gaussian_location(5_000, 20, 3).unwrap()];
     let report = coreset_fig1::run(&problems, &settings(Study::Fig1), &|_| {}).unwrap();
     for cell in &report.cells {
+        // The final z-scores: one per coordinate, and their mean square is the final metric.
+        let z = cell.final_z[0].as_ref().unwrap();
+        assert_eq!(z.len(), 20);
+        let mean_square = z.iter().map(|z| z * z).sum::<f64>() / 20.0;
+        assert!(
+            (mean_square / cell.final_metric[0] - 1.0).abs() < 1e-12,
+            "{}: {mean_square} vs {}",
+            cell.optimiser.label(),
+            cell.final_metric[0]
+        );
         let w = cell.final_weights[0].unwrap();
         assert!(w.zeros <= 200 && w.largest >= w.total / 200.0, "{w:?}");
         if cell.optimiser.kind == OptimiserKind::Untrained {

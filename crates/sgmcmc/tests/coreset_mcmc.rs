@@ -276,7 +276,8 @@ fn exact_kernel_is_invariant() {
 }
 
 /// Reference §7.12 item 7: the streaming window mean equals the brute-force mean of the last
-/// ⌊t/2⌋ draws at every iteration, to 1e-12 relative, for K = 2 and K = 4.
+/// ⌊t/2⌋ draws at every iteration, to 1e-12 relative, for K = 2 and K = 4; so do the metric and
+/// each coordinate's z-score.
 #[test]
 fn streaming_metric_matches_brute_force() {
     for k in [2usize, 4] {
@@ -316,6 +317,16 @@ fn streaming_metric_matches_brute_force() {
                 .sum::<f64>()
                 / d as f64;
             assert!((tracker.metric() - metric).abs() <= 1e-9 * metric);
+            // The z-scores carry their sign: μ̂ⱼ above μⱼ is positive.
+            let z = tracker.z_scores();
+            for j in 0..d {
+                let want_z = (want[j] - mean[j]) / sd[j];
+                assert!(
+                    (z[j] - want_z).abs() <= 1e-9 * want_z.abs(),
+                    "z[{j}] {} vs {want_z}",
+                    z[j]
+                );
+            }
         }
     }
 }

@@ -96,15 +96,20 @@ impl ZScoreTracker {
 
     /// The metric at the current window (NaN before two draws).
     pub fn metric(&self) -> f64 {
-        let count = (self.len() - self.left) as f64;
         let d = self.dim();
-        (0..d)
-            .map(|j| {
-                let mu_hat = (self.sum[j] + self.compensation[j]) / count;
-                ((self.mean[j] - mu_hat) * self.inv_sd[j]).powi(2)
-            })
-            .sum::<f64>()
-            / d as f64
+        (0..d).map(|j| self.z_score(j).powi(2)).sum::<f64>() / d as f64
+    }
+
+    /// Each coordinate's z-score at the current window, zⱼ = (μ̂ⱼ − μⱼ)/σⱼ: the metric is their
+    /// mean square, and they say which coordinates carry it (NaN before two draws).
+    pub fn z_scores(&self) -> Vec<f64> {
+        (0..self.dim()).map(|j| self.z_score(j)).collect()
+    }
+
+    fn z_score(&self, j: usize) -> f64 {
+        let count = (self.len() - self.left) as f64;
+        let mu_hat = (self.sum[j] + self.compensation[j]) / count;
+        (mu_hat - self.mean[j]) * self.inv_sd[j]
     }
 }
 
