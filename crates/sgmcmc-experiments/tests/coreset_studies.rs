@@ -15,6 +15,8 @@
 //!   iteration 30 against Hot DoG's 60).
 //! - the final weights' largest taken with `min` instead of `max`:
 //!   `each_trial_reports_its_final_weights` failed (largest 0 on a trained coreset).
+//! - the final z-scores recorded without their first coordinate:
+//!   `each_trial_reports_its_final_weights` failed (19 z-scores against 20 coordinates).
 //! - Not caught: the reference's moments from the first half of each chain instead of the
 //!   second. At N = 1,000 the chains start close to the posterior (OLS + N(0, I)) and forget
 //!   their start within a few sweeps of 6,000.

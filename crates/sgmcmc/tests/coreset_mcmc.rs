@@ -8,6 +8,8 @@
 //! - the AR(1) kernel with √(1 − β)·s_w replaced by (1 − β)·s_w: `exact_kernel_is_invariant`
 //!   (variance 0.33·s_w²);
 //! - the metric window as all draws instead of the last half: `streaming_metric_matches_brute_force`.
+//! - the z-score as (μⱼ − μ̂ⱼ)/σⱼ, sign flipped: `streaming_metric_matches_brute_force` (z[0] −995
+//!   against +995).
 
 use crate::common;
 
