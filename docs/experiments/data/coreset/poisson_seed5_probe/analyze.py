@@ -5,6 +5,7 @@ the coreset's rows whose covariate 5 is below -10 sd (19 rows of the data), and 
 weights. Run from the repository root: python3 docs/experiments/data/coreset/poisson_seed5_probe/analyze.py"""
 
 import csv
+import math
 import json
 from pathlib import Path
 
@@ -25,3 +26,25 @@ for stem, c in runs:
     big = ", ".join(f"{points[k]} ({rows[points[k]][5]:.1f}, {int(rows[points[k]][9])}) {weights[k]:.0f}" for k in top)
     print(f"| {stem} | {c['config']['coreset']['iterations']:,} | {dict(map(tuple, c['metric']))[c['config']['coreset']['iterations']]!r} | "
           f"{sum(weights) / c['num_data']:.2f} | {out or 'none'} | {big} |")
+
+# The largest weight's row against the reference: its count and its predicted rate softplus(x·θ)
+# at the Stan posterior mean (the Stan files put the intercept first; the data's column 8 is the
+# constant 1 and column 9 the count).
+moments = here.parents[4] / ".." / "shared" / "data" / "bike-sharing-poisson" / "stan_posterior_mean.csv"
+mean = [float(v) for r in csv.reader(open(moments)) for v in r if v.strip()]
+
+
+def predicted_rate(row):
+    eta = mean[0] + sum(b * x for b, x in zip(mean[1:], row[:8]))
+    return eta if eta > 30 else math.log1p(math.exp(eta))
+
+
+print()
+print("| run | M | largest weight: row, weight / N | its count | its predicted rate at the reference mean |")
+print("|---|---|---|---|---|")
+for stem, c in runs:
+    points, weights = c["points"], c["weights"]
+    k = max(range(len(weights)), key=lambda k: weights[k])
+    row = rows[points[k]]
+    print(f"| {stem} | {c['config']['coreset']['size']} | {points[k]}, {weights[k] / c['num_data']:.3g} | "
+          f"{int(row[9])} | {predicted_rate(row):.3g} |")

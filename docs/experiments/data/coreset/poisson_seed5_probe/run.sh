@@ -11,7 +11,7 @@ data="$(cd "$here/../../../../.." && pwd)/../shared/data/bike-sharing-poisson"
 sgmcmc="${SGMCMC:-sgmcmc}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-run() { # name seed iterations optimiser hot_start_enabled [subsample_scheme]
+run() { # name seed iterations optimiser hot_start_enabled [subsample_scheme [size]]
     if [ -n "${only:-}" ] && [[ " $only " != *" $1 "* ]]; then return; fi
     cat > "$work/$1.toml" <<TOML
 [data]
@@ -24,7 +24,7 @@ prior_variance = 1.0
 
 [coreset]
 seed = $2
-size = 1000
+size = ${7:-1000}
 iterations = $3
 draws = 2
 record_every = $(($3 / 100))
@@ -48,3 +48,5 @@ run hot_dog_seed5_200k 5 200000 "$hot" true
 # The reference code's subsample scheme (a deterministic cyclic scan over the data).
 run hot_dog_cyclic_scan_seed5_40k 5 40000 "$hot" true cyclic_scan
 for it in 40000 60000 80000 100000 200000; do run "adam1_seed5_$((it / 1000))k" 5 "$it" "$adam" false; done
+# M = 500: the two trials (seeds 5 and 9) in which Hot DoG stalls at the paper's length.
+for seed in 5 9; do run "hot_dog_m500_seed${seed}_200k" "$seed" 200000 "$hot" true uniform 500; done
