@@ -1,6 +1,6 @@
-//! The MAMBA paper's real-data experiments as commands (`sgmcmc experiment mamba-pmf` and
-//! `mamba-bnn`), end to end at tiny budgets on the shared MovieLens and MNIST data (skipped
-//! when the shared data directory is absent), and `[run] map_iterations`.
+//! The MAMBA paper's experiments as commands: `sgmcmc experiment mamba-logreg` on its synthetic
+//! data, and `mamba-pmf` and `mamba-bnn` on the shared MovieLens and MNIST data (skipped when
+//! the shared data directory is absent), end to end at tiny budgets; and `[run] map_iterations`.
 
 use serde_json::Value;
 use sgmcmc::estimator::BatchSize;
@@ -76,6 +76,103 @@ fn check_common(out: &Path, report: &Value, n: f64, primary: &str, svg: &str, po
     assert!(tables.contains("| SG"), "{tables}");
     let svg = std::fs::read_to_string(out.join(svg)).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("MAMBA-KSD"));
+}
+
+/// `mamba-logreg` (the paper's §4.1: Tables 1, 4, 5 and Figure 1) end to end on 5,000 synthetic
+/// rows at tiny budgets: the three methods with the heuristic at 1/N, three independent final
+/// runs per choice (distinct seeds and KSDs) whose mean and sd are the table's, one curve per
+/// run whose last point is its KSD, the curve table of mean ± 2 sd and the Figure 1 SVG.
+/// Break-once: every final run given the first run's seed (`mamba::run_samplers`): the test
+/// failed on the seeds ([1, 1, 1] against [1, 2, 3]).
+#[test]
+fn mamba_logreg_runs_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, text) = sgmcmc(
+        &[
+            "experiment",
+            "mamba-logreg",
+            "--rows",
+            "5000",
+            "--samplers",
+            "SGLD-CV",
+            "--budget-seconds",
+            "0.05",
+            "--final-seconds",
+            "0.3",
+            "--final-runs",
+            "3",
+            "--grid-estimates",
+            "100",
+            "--score-subsample",
+            "500",
+            "--curve-points",
+            "3",
+            "--out",
+            "out",
+            "--reference",
+            "out/reference.json",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{text}");
+    let out = dir.path().join("out");
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(report["samplers"][0]["sampler"], "SGLD-CV");
+    let ms = methods(&report);
+    let names: Vec<&str> = ms.iter().map(|m| m["method"].as_str().unwrap()).collect();
+    assert_eq!(names, ["MAMBA-KSD", "grid search", "heuristic"]);
+    // The heuristic: step 1/N (N = 4,000 training rows) at a 10 % batch.
+    let (h_step, h_batch) = choice(&ms[2]);
+    assert!(
+        (h_step - (1.0f64 / 4000.0).log10()).abs() < 1e-5,
+        "{h_step}"
+    );
+    assert_eq!(h_batch, 10.0);
+    // Grid search: the paper's grid (log10 step −1 … −7.5 by 0.5) at a 10 % batch.
+    let (g_step, g_batch) = choice(&ms[1]);
+    assert_eq!(g_batch, 10.0);
+    assert!((2.0 * g_step).fract() == 0.0 && (-7.5..=-1.0).contains(&g_step));
+    for m in ms {
+        let runs = m["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 3, "{m}");
+        let seeds: Vec<u64> = runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+        assert_eq!(seeds, [1, 2, 3]);
+        let ksd: Vec<f64> = runs.iter().map(|r| r["ksd"].as_f64().unwrap()).collect();
+        assert!(ksd.iter().all(|k| k.is_finite() && *k > 0.0), "{m}");
+        assert!(
+            ksd[0] != ksd[1] && ksd[1] != ksd[2] && ksd[0] != ksd[2],
+            "independent runs: {ksd:?}"
+        );
+        let mean = ksd.iter().sum::<f64>() / 3.0;
+        let sd = (ksd.iter().map(|k| (k - mean).powi(2)).sum::<f64>() / 2.0).sqrt();
+        assert!(
+            (m["mean"]["ksd"].as_f64().unwrap() - mean).abs() <= 1e-12 * mean,
+            "{m}"
+        );
+        assert!(
+            (m["primary_sd"].as_f64().unwrap() - sd).abs() <= 1e-9 * mean,
+            "{m}"
+        );
+        let curve = &m["curve"];
+        assert_eq!(curve["seconds"].as_array().unwrap().len(), 3);
+        let curves = curve["runs"].as_array().unwrap();
+        assert_eq!(curves.len(), 3);
+        for (points, k) in curves.iter().zip(&ksd) {
+            assert_eq!(
+                points.as_array().unwrap().last().unwrap().as_f64(),
+                Some(*k)
+            );
+        }
+    }
+    let tables = std::fs::read_to_string(out.join("tables.md")).unwrap();
+    assert!(
+        tables.contains("mean ± 2 sd over the final runs"),
+        "{tables}"
+    );
+    assert!(tables.contains("| SGLD-CV | MAMBA-KSD |"), "{tables}");
+    let svg = std::fs::read_to_string(out.join("ksd_curves.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("MAMBA-KSD") && svg.contains("3 runs"));
+    assert!(out.join("configs").is_dir() && out.join("reference.json").is_file());
 }
 
 /// A stand-in PMF reference (mean 0, sd 1 for each of the 52,580 coordinates) at `path`.
