@@ -78,10 +78,11 @@ fn check_common(out: &Path, report: &Value, n: f64, primary: &str, svg: &str, po
     assert!(svg.starts_with("<svg") && svg.contains("MAMBA-KSD"));
 }
 
-/// `mamba-logreg` (the paper's §4.1: Tables 1, 4, 5 and Figure 1) end to end on 5,000 synthetic
-/// rows at tiny budgets: the three methods with the heuristic at 1/N, three independent final
-/// runs per choice (distinct seeds and KSDs) whose mean and sd are the table's, one curve per
-/// run whose last point is its KSD, the curve table of mean ± 2 sd and the Figure 1 SVG.
+/// `mamba-logreg --fssd` (the paper's §4.1: Tables 1, 4, 5 and Figure 1) end to end on 5,000
+/// synthetic rows at tiny budgets: the four methods (MAMBA-FSSD included), both MAMBAs'
+/// choices on the paper's grid, the heuristic at 1/N, three final runs per choice (seeds 1–3,
+/// distinct KSDs) whose mean and sd are the table's, one curve per run whose last point is its
+/// KSD, the curve table of mean ± 2 sd and the Figure 1 SVG.
 /// Break-once: every final run given the first run's seed (`mamba::run_samplers`): the test
 /// failed on the seeds ([1, 1, 1] against [1, 2, 3]).
 #[test]
@@ -107,6 +108,7 @@ fn mamba_logreg_runs_end_to_end() {
             "500",
             "--curve-points",
             "3",
+            "--fssd",
             "--out",
             "out",
             "--reference",
@@ -120,18 +122,30 @@ fn mamba_logreg_runs_end_to_end() {
     assert_eq!(report["samplers"][0]["sampler"], "SGLD-CV");
     let ms = methods(&report);
     let names: Vec<&str> = ms.iter().map(|m| m["method"].as_str().unwrap()).collect();
-    assert_eq!(names, ["MAMBA-KSD", "grid search", "heuristic"]);
+    assert_eq!(
+        names,
+        ["MAMBA-KSD", "MAMBA-FSSD", "grid search", "heuristic"]
+    );
     // The heuristic: step 1/N (N = 4,000 training rows) at a 10 % batch.
-    let (h_step, h_batch) = choice(&ms[2]);
+    let (h_step, h_batch) = choice(&ms[3]);
     assert!(
         (h_step - (1.0f64 / 4000.0).log10()).abs() < 1e-5,
         "{h_step}"
     );
     assert_eq!(h_batch, 10.0);
     // Grid search: the paper's grid (log10 step −1 … −7.5 by 0.5) at a 10 % batch.
-    let (g_step, g_batch) = choice(&ms[1]);
+    let (g_step, g_batch) = choice(&ms[2]);
     assert_eq!(g_batch, 10.0);
     assert!((2.0 * g_step).fract() == 0.0 && (-7.5..=-1.0).contains(&g_step));
+    // Both MAMBAs choose from the paper's grid: log10 step −1 … −7.5, batch 100/10/1/0.1 %.
+    for m in &ms[..2] {
+        let (step, batch) = choice(m);
+        assert!(
+            (2.0 * step).fract() == 0.0 && (-7.5..=-1.0).contains(&step),
+            "{m}"
+        );
+        assert!([100.0, 10.0, 1.0, 0.1].contains(&batch), "{m}");
+    }
     for m in ms {
         let runs = m["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 3, "{m}");
