@@ -2,8 +2,9 @@
 //! pair kernel): one trait of lane operations ([`Lanes`]) and its three implementations, an
 //! array ([`Portable`], any CPU), two 256-bit registers ([`Avx2`], AVX2 + FMA) and one 512-bit
 //! register ([`Avx512`]). Every operation is one IEEE operation per lane (fused multiply-adds
-//! only where written as [`Lanes::mul_add`]), the same on every path, so a kernel written
-//! against the trait gives the same bits on every CPU. [`Isa::detect`] picks the widest path.
+//! only where written as [`Lanes::mul_add`]) or, in [`Lanes::rsqrt_seed`], integer arithmetic on
+//! the bits, the same on every path, so a kernel written against the trait gives the same bits
+//! on every CPU. [`Isa::detect`] picks the widest path.
 //!
 //! Written by hand rather than with a portable SIMD crate, which would choose the lane count
 //! (and so the summation order) per CPU.
@@ -80,10 +81,11 @@ pub(crate) trait Lanes: Copy {
     unsafe fn add(a: Self, b: Self) -> Self;
     unsafe fn sub(a: Self, b: Self) -> Self;
     unsafe fn mul(a: Self, b: Self) -> Self;
-    unsafe fn div(a: Self, b: Self) -> Self;
-    unsafe fn sqrt(self) -> Self;
     /// x if x > 0, else +0 (also for NaN), per lane.
     unsafe fn positive_part(self) -> Self;
+    /// from_bits(magic − (bits(x) >> 1)) per lane, wrapping: the bit-level first guess of a
+    /// reciprocal square root (the exponent halved and negated, the mantissa roughly so).
+    unsafe fn rsqrt_seed(self, magic: u64) -> Self;
     /// acc + (v if lo < x < hi, else +0), per lane (a NaN in v outside is dropped).
     unsafe fn add_inside(acc: Self, v: Self, x: Self, lo: Self, hi: Self) -> Self;
     /// ((l₀+l₁)+(l₂+l₃)) + ((l₄+l₅)+(l₆+l₇)).
@@ -172,16 +174,15 @@ impl Lanes for Portable {
         Portable(std::array::from_fn(|l| a.0[l] * b.0[l]))
     }
     #[inline(always)]
-    unsafe fn div(a: Self, b: Self) -> Self {
-        Portable(std::array::from_fn(|l| a.0[l] / b.0[l]))
-    }
-    #[inline(always)]
-    unsafe fn sqrt(self) -> Self {
-        Portable(self.0.map(f64::sqrt))
-    }
-    #[inline(always)]
     unsafe fn positive_part(self) -> Self {
         Portable(self.0.map(|x| if x > 0.0 { x } else { 0.0 }))
+    }
+    #[inline(always)]
+    unsafe fn rsqrt_seed(self, magic: u64) -> Self {
+        Portable(
+            self.0
+                .map(|x| f64::from_bits(magic.wrapping_sub(x.to_bits() >> 1))),
+        )
     }
     #[inline(always)]
     unsafe fn add_inside(acc: Self, v: Self, x: Self, lo: Self, hi: Self) -> Self {
@@ -362,21 +363,25 @@ impl Lanes for Avx2 {
         unsafe { Avx2(_mm256_mul_pd(a.0, b.0), _mm256_mul_pd(a.1, b.1)) }
     }
     #[inline(always)]
-    unsafe fn div(a: Self, b: Self) -> Self {
-        // SAFETY: AVX (caller).
-        unsafe { Avx2(_mm256_div_pd(a.0, b.0), _mm256_div_pd(a.1, b.1)) }
-    }
-    #[inline(always)]
-    unsafe fn sqrt(self) -> Self {
-        // SAFETY: AVX (caller).
-        unsafe { Avx2(_mm256_sqrt_pd(self.0), _mm256_sqrt_pd(self.1)) }
-    }
-    #[inline(always)]
     unsafe fn positive_part(self) -> Self {
         // SAFETY: AVX (caller). max(x, 0) returns its second operand, +0, for NaN and for ±0.
         unsafe {
             let zero = _mm256_setzero_pd();
             Avx2(_mm256_max_pd(self.0, zero), _mm256_max_pd(self.1, zero))
+        }
+    }
+    #[inline(always)]
+    unsafe fn rsqrt_seed(self, magic: u64) -> Self {
+        // SAFETY: AVX2 (caller).
+        unsafe {
+            let m = _mm256_set1_epi64x(magic as i64);
+            let half = |x: __m256d| {
+                _mm256_castsi256_pd(_mm256_sub_epi64(
+                    m,
+                    _mm256_srli_epi64::<1>(_mm256_castpd_si256(x)),
+                ))
+            };
+            Avx2(half(self.0), half(self.1))
         }
     }
     #[inline(always)]
@@ -491,19 +496,20 @@ impl Lanes for Avx512 {
         unsafe { Avx512(_mm512_mul_pd(a.0, b.0)) }
     }
     #[inline(always)]
-    unsafe fn div(a: Self, b: Self) -> Self {
-        // SAFETY: AVX-512F (caller).
-        unsafe { Avx512(_mm512_div_pd(a.0, b.0)) }
-    }
-    #[inline(always)]
-    unsafe fn sqrt(self) -> Self {
-        // SAFETY: AVX-512F (caller).
-        unsafe { Avx512(_mm512_sqrt_pd(self.0)) }
-    }
-    #[inline(always)]
     unsafe fn positive_part(self) -> Self {
         // SAFETY: AVX-512F (caller). max(x, 0) returns its second operand, +0, for NaN and ±0.
         unsafe { Avx512(_mm512_max_pd(self.0, _mm512_setzero_pd())) }
+    }
+    #[inline(always)]
+    unsafe fn rsqrt_seed(self, magic: u64) -> Self {
+        // SAFETY: AVX-512F (caller).
+        unsafe {
+            let bits = _mm512_srli_epi64::<1>(_mm512_castpd_si512(self.0));
+            Avx512(_mm512_castsi512_pd(_mm512_sub_epi64(
+                _mm512_set1_epi64(magic as i64),
+                bits,
+            )))
+        }
     }
     #[inline(always)]
     unsafe fn add_inside(acc: Self, v: Self, x: Self, lo: Self, hi: Self) -> Self {

@@ -5,16 +5,17 @@
 //!
 //! Computation (§4.2): the draws are centred (k_p depends on x only through r = x_a − x_b), and
 //! rows are cut into tiles of B rows, each stored in panels of eight rows. For a tile pair, a
-//! register-blocked kernel forms the four Gram products x_aᵀx_b, x_aᵀs_b, s_aᵀx_b and s_aᵀs_b
+//! register-blocked kernel forms the Gram products x_aᵀx_b, s_aᵀx_b + x_aᵀs_b and s_aᵀs_b
 //! of a few rows a against one panel of rows b at once (fused multiply-adds over the D features,
 //! never written to memory), from which
 //!
 //!   ‖r‖² = ‖x_a‖² + ‖x_b‖² − 2x_aᵀx_b (clamped at 0),
-//!   (s_a − s_b)ᵀr = s_aᵀx_a + s_bᵀx_b − s_aᵀx_b − x_aᵀs_b,
+//!   (s_a − s_b)ᵀr = s_aᵀx_a + s_bᵀx_b − (s_aᵀx_b + x_aᵀs_b),
 //!
 //! and k_p follow in the same registers. Doing the products and the kernel arithmetic together
-//! lets the divisions and square roots run beside the multiply-adds (with a GEMM to memory first,
-//! the two ran one after the other).
+//! keeps the kernel arithmetic beside the multiply-adds (with a GEMM to memory first, the two ran
+//! one after the other); for the IMQ with β = −½, u^(−½) comes from Newton's iteration rather
+//! than the divider, whose division and square root set the pace at small D.
 //!
 //! Only tile pairs I ≤ J are formed (pairs a < b doubled, the diagonal added in closed form).
 //! Work units are the tile rows I and T−1−I together (T + 1 tile pairs each), spread over rayon;
@@ -74,9 +75,25 @@ struct ImqTerm {
     a3: f64,
 }
 
-/// IMQ with β = −1/2: u^β = sqrt(1/u), so one division and one square root per pair.
+/// IMQ with β = −1/2. One pair ([`PairTerm::term`]): u^β = sqrt(1/u), a division and a square
+/// root. Lanes ([`PairTerm::term_lanes`]): no divider (it would set the pace at small D), p = u^(−½)
+/// by Newton's iteration and q = p² = 1/u; needs c² ≥ [`MIN_NEWTON_C2`], so that u/2 is normal.
 #[derive(Clone, Copy)]
 struct ImqHalfTerm(ImqTerm);
+
+/// Smallest c² for which [`ImqHalfTerm`]'s lanes are exact to rounding (below it, the general
+/// IMQ term takes over).
+const MIN_NEWTON_C2: f64 = 1e-300;
+
+/// Newton steps from the bit-level guess of u^(−½) (relative error < 3.5 %): the error squares
+/// (times 3/2) each step, 3.5e-2 → 1.8e-3 → 5e-6 → 4e-11 → rounding.
+const NEWTON_STEPS: usize = 4;
+
+/// The magic constant of the bit-level guess of u^(−½) from the bits of u (Robertson's for
+/// f64), moved to take the bits of −u/2: bits(−u/2) = bits(u) − 2⁵² + 2⁶³ for normal u/2.
+const RSQRT_SEED_FROM_MINUS_HALF: u64 = 0x5FE6_EB50_C7B5_37A9u64
+    .wrapping_add(1 << 62)
+    .wrapping_sub(1 << 51);
 
 /// Gaussian: k_p = k·(h + dr/σ² + d/σ² − r2/σ⁴) with k = exp(−r2/(2σ²)).
 #[derive(Clone, Copy)]
@@ -109,19 +126,24 @@ impl PairTerm for ImqHalfTerm {
         h * p0 + p1 * (k.a1 * dr + k.a2) + k.a3 * (p1 * q) * r2
     }
 
-    /// The operations of [`Self::term`], in its order, on every lane.
+    /// Without the divider: m = −u/2 = −r2/2 − c²/2 (one fused step, exact), p = u^(−½) by
+    /// [`NEWTON_STEPS`] steps p ← p·(3/2 + (m·p)·p) from the bit-level guess, q = p², and,
+    /// as q·r2 = 1 − c²q, k_p = p·(h + q·((a1·dr + a2 + a3) − a3·c²·q)).
     #[inline(always)]
     unsafe fn term_lanes<L: Lanes>(&self, h: L, dr: L, r2: L) -> L {
         let k = &self.0;
         // SAFETY: the CPU supports `L` (caller).
         unsafe {
-            let u = L::add(L::splat(k.c2), r2);
-            let q = L::div(L::splat(1.0), u);
-            let p0 = q.sqrt();
-            let p1 = L::mul(p0, q);
-            let linear = L::add(L::mul(L::splat(k.a1), dr), L::splat(k.a2));
-            let first = L::add(L::mul(h, p0), L::mul(p1, linear));
-            L::add(first, L::mul(L::mul(L::splat(k.a3), L::mul(p1, q)), r2))
+            let m = L::mul_add(L::splat(-0.5), r2, L::splat(-0.5 * k.c2));
+            let mut p = m.rsqrt_seed(RSQRT_SEED_FROM_MINUS_HALF);
+            for _ in 0..NEWTON_STEPS {
+                let t = L::mul(m, p);
+                p = L::mul(p, L::mul_add(t, p, L::splat(1.5)));
+            }
+            let q = L::mul(p, p);
+            let linear = L::mul_add(L::splat(k.a1), dr, L::splat(k.a2 + k.a3));
+            let inner = L::mul_add(L::splat(-k.a3 * k.c2), q, linear);
+            L::mul(p, L::mul_add(q, inner, h))
         }
     }
 }
@@ -203,7 +225,7 @@ pub fn ksd_with_tile(
         ));
     }
     let (off_diagonal, diagonal) = match *kernel {
-        Kernel::Imq(k) if k.beta() == -0.5 => sums(
+        Kernel::Imq(k) if k.beta() == -0.5 && k.c() * k.c() >= MIN_NEWTON_C2 => sums(
             draws,
             scores,
             dim,
@@ -405,16 +427,15 @@ const LANE_NUMBERS: [f64; LANES] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
 /// R rows a of tile I (lanes o … o + R − 1 of one of its panels) against each panel of
 /// [`LANES`] rows b of tile J, all in registers:
 ///
-/// 1. g = x_aᵀx_b, xs = x_aᵀs_b, sx = s_aᵀx_b and h = s_aᵀs_b, per lane by fused
-///    multiply-adds over the D features in order, from 0;
-/// 2. ‖r‖² = (‖x_a‖² + ‖x_b‖²) − 2g, clamped at +0, and (s_a − s_b)ᵀr = ((s_aᵀx_a + s_bᵀx_b)
-///    − sx) − xs, then k_p ([`PairTerm::term_lanes`]);
+/// 1. g = x_aᵀx_b, cross = x_aᵀs_b + s_aᵀx_b and h = s_aᵀs_b, per lane by fused
+///    multiply-adds over the D features in order, from 0 (cross: x_a,c·s_b,c then s_a,c·x_b,c);
+/// 2. ‖r‖² = (‖x_a‖² + ‖x_b‖²) − 2g, clamped at +0, and (s_a − s_b)ᵀr = (s_aᵀx_a + s_bᵀx_b)
+///    − cross, then k_p ([`PairTerm::term_lanes`]);
 /// 3. k_p added to row a's lane b mod [`LANES`] where b lies in the tile pair's own rows and,
-///    on the diagonal, a < b.
+///    on the diagonal, a < b (a masked add only on the panels that hold other lanes).
 ///
 /// Row a's lanes are summed by [`Lanes::tree_sum`], and the rows in the order of a, so the
-/// value does not depend on R or on the path. The divisions and square roots of one panel run
-/// beside the next panel's multiply-adds.
+/// value does not depend on R or on the path.
 ///
 /// # Safety
 /// The CPU must support `L`'s instructions.
@@ -433,7 +454,7 @@ unsafe fn tile_pair_body<K: PairTerm, L: Lanes, const R: usize>(
     // SAFETY (all lane operations below): the CPU supports `L` (caller); every load reads
     // LANES values of a slice whose length was checked.
     unsafe {
-        let (two, end) = (L::splat(2.0), L::splat(tj.rows as f64));
+        let (minus_two, end) = (L::splat(-2.0), L::splat(tj.rows as f64));
         let lane = L::load_f64(LANE_NUMBERS.as_ptr(), LANES);
         let mut total = 0.0;
         for a0 in (0..ti.rows).step_by(R) {
@@ -454,8 +475,7 @@ unsafe fn tile_pair_body<K: PairTerm, L: Lanes, const R: usize>(
             for b0 in (first..width).step_by(LANES) {
                 let panel_b = &tj.panels[b0 / LANES * panel..(b0 / LANES + 1) * panel];
                 let mut g = [L::zero(); R];
-                let mut xs = [L::zero(); R];
-                let mut sx = [L::zero(); R];
+                let mut cross = [L::zero(); R];
                 let mut h = [L::zero(); R];
                 for (fa, fb) in panel_a
                     .chunks_exact(2 * LANES)
@@ -466,20 +486,27 @@ unsafe fn tile_pair_body<K: PairTerm, L: Lanes, const R: usize>(
                     for r in 0..R {
                         let (xa, sa) = (L::splat(fa[o + r]), L::splat(fa[LANES + o + r]));
                         g[r] = L::mul_add(xa, xb, g[r]);
-                        xs[r] = L::mul_add(xa, sb, xs[r]);
-                        sx[r] = L::mul_add(sa, xb, sx[r]);
+                        cross[r] = L::mul_add(xa, sb, cross[r]);
+                        cross[r] = L::mul_add(sa, xb, cross[r]);
                         h[r] = L::mul_add(sa, sb, h[r]);
                     }
                 }
                 let xxb = L::load_f64(tj.xx[b0..].as_ptr(), LANES);
                 let sxb = L::load_f64(tj.sx[b0..].as_ptr(), LANES);
+                // Only panels at the tile's end or (on the diagonal) reaching row a0 + R − 1
+                // hold lanes outside the pair set; the others add every lane.
+                let masked = b0 + LANES > tj.rows || (diagonal && b0 < a0 + R);
                 // The panel's row numbers b0 + l, exact as floats.
                 let b = L::add(L::splat(b0 as f64), lane);
                 for r in 0..R {
-                    let r2 = L::sub(L::add(xxa[r], xxb), L::mul(two, g[r])).positive_part();
-                    let dr = L::sub(L::sub(L::add(sxa[r], sxb), sx[r]), xs[r]);
+                    let r2 = L::mul_add(minus_two, g[r], L::add(xxa[r], xxb)).positive_part();
+                    let dr = L::sub(L::add(sxa[r], sxb), cross[r]);
                     let value = k.term_lanes(h[r], dr, r2);
-                    sums[r] = L::add_inside(sums[r], value, b, after[r], end);
+                    sums[r] = if masked {
+                        L::add_inside(sums[r], value, b, after[r], end)
+                    } else {
+                        L::add(sums[r], value)
+                    };
                 }
             }
             for s in &sums[..R.min(ti.rows - a0)] {
@@ -584,5 +611,41 @@ mod tests {
         {
             assert!(paths.len() >= 2, "{paths:?}");
         }
+    }
+
+    /// The IMQ β = −½ lanes (Newton's iteration, no divider) against the general IMQ term
+    /// (division and `powf`) over c from 1e-150 to 1e50 and draws at scales 1e-60 to 1e50 (beyond
+    /// them u^(−5/2) underflows in the general term, not in the lanes),
+    /// on every path: equal to a few units of rounding (one Newton step fewer is off by ~1e-10).
+    #[test]
+    fn newton_imq_lanes_match_the_divided_term() {
+        let (n, d) = (83usize, 5usize);
+        let unit: Vec<f64> = (0..n * d)
+            .map(|i| ((i as f64 * 0.618_034).sin() * 1e3).fract() * 2.0)
+            .collect();
+        let scores: Vec<f64> = (0..n * d)
+            .map(|i| ((i as f64 * 0.414_214).cos() * 1e3).fract())
+            .collect();
+        let mut worst = 0.0f64;
+        for c in [1e-150, 1e-3, 1.0, 30.0, 1e50] {
+            for scale in [1e-60, 1e-3, 1.0, 1e3, 1e50] {
+                let x: Vec<f64> = unit.iter().map(|v| v * scale).collect();
+                // Scores of the size 1/scale makes every term of k_p count.
+                let s: Vec<f64> = scores.iter().map(|v| v / scale.max(c)).collect();
+                let general = sums_on(Isa::Portable, &x, &s, d, 16, imq_term(c, -0.5, d));
+                assert!(c * c >= MIN_NEWTON_C2);
+                for isa in Isa::available() {
+                    let half = ImqHalfTerm(imq_term(c, -0.5, d));
+                    let newton = sums_on(isa, &x, &s, d, 16, half);
+                    let rel = (newton.0 - general.0).abs() / general.0.abs();
+                    worst = worst.max(rel);
+                    assert!(
+                        rel < 1e-13,
+                        "{isa:?}, c {c}, scale {scale}: {newton:?} vs {general:?} ({rel:e})"
+                    );
+                }
+            }
+        }
+        eprintln!("largest relative difference: {worst:e}");
     }
 }
