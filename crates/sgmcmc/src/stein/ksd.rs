@@ -33,8 +33,8 @@ use rayon::prelude::*;
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Ksd {
-    /// The reported KSD: sqrt(KSD²_V) (reference §4.2); NaN when KSD²_V is (e.g. scores so
-    /// large that their products overflow).
+    /// The reported KSD: sqrt(KSD²_V) (reference §4.2); not finite when KSD²_V is not (e.g.
+    /// draws or scores so large that their products overflow): NaN for NaN or −∞, +∞ for +∞.
     pub ksd: f64,
     /// KSD²_V = (1/n²)·Σ_a Σ_b k_p(x_a, x_b) (≥ 0 up to rounding).
     pub squared_v: f64,
@@ -77,13 +77,13 @@ struct ImqTerm {
 
 /// IMQ with β = −1/2. One pair ([`PairTerm::term`]): u^β = sqrt(1/u), a division and a square
 /// root. Lanes ([`PairTerm::term_lanes`]): no divider (it would set the pace at small D), p = u^(−½)
-/// by Newton's iteration and q = p² = 1/u; needs c² ≥ [`MIN_NEWTON_C2`], so that u/2 is normal.
+/// by Newton's iteration and q = p² = 1/u; needs c² in [`NEWTON_C2`].
 #[derive(Clone, Copy)]
 struct ImqHalfTerm(ImqTerm);
 
-/// Smallest c² for which [`ImqHalfTerm`]'s lanes are exact to rounding (below it, the general
-/// IMQ term takes over).
-const MIN_NEWTON_C2: f64 = 1e-300;
+/// The range of c² in which [`ImqHalfTerm`]'s lanes are exact to rounding: u/2 ≥ c²/2 is normal
+/// and 3c² finite (outside it, the general IMQ term takes over).
+const NEWTON_C2: std::ops::RangeInclusive<f64> = 1e-300..=1e300;
 
 /// Newton steps from the bit-level guess of u^(−½) (relative error < 3.5 %): the error squares
 /// (times 3/2) each step, 3.5e-2 → 1.8e-3 → 5e-6 → 4e-11 → rounding.
@@ -225,7 +225,7 @@ pub fn ksd_with_tile(
         ));
     }
     let (off_diagonal, diagonal) = match *kernel {
-        Kernel::Imq(k) if k.beta() == -0.5 && k.c() * k.c() >= MIN_NEWTON_C2 => sums(
+        Kernel::Imq(k) if k.beta() == -0.5 && NEWTON_C2.contains(&(k.c() * k.c())) => sums(
             draws,
             scores,
             dim,
@@ -239,8 +239,8 @@ pub fn ksd_with_tile(
     let squared_v = (2.0 * off_diagonal + diagonal) / (nf * nf);
     let squared_u = (n > 1).then(|| 2.0 * off_diagonal / (nf * (nf - 1.0)));
     Ok(Ksd {
-        // Not `max(0.0)`: that maps NaN (e.g. overflowing scores) to a perfect 0.
-        ksd: if squared_v < 0.0 {
+        // Not `max(0.0)`: that maps NaN (e.g. overflowing scores) to a perfect 0; −∞ gives NaN.
+        ksd: if squared_v < 0.0 && squared_v.is_finite() {
             0.0
         } else {
             squared_v.sqrt()
@@ -616,7 +616,7 @@ mod tests {
     /// The IMQ β = −½ lanes (Newton's iteration, no divider) against the general IMQ term
     /// (division and `powf`) over c from 1e-150 to 1e50 and draws at scales 1e-60 to 1e50 (beyond
     /// them u^(−5/2) underflows in the general term, not in the lanes),
-    /// on every path: equal to a few units of rounding (one Newton step fewer is off by ~1e-10).
+    /// on every path: equal to a few units of rounding (one Newton step fewer is off by ~4e-11).
     #[test]
     fn newton_imq_lanes_match_the_divided_term() {
         let (n, d) = (83usize, 5usize);
@@ -633,7 +633,7 @@ mod tests {
                 // Scores of the size 1/scale makes every term of k_p count.
                 let s: Vec<f64> = scores.iter().map(|v| v / scale.max(c)).collect();
                 let general = sums_on(Isa::Portable, &x, &s, d, 16, imq_term(c, -0.5, d));
-                assert!(c * c >= MIN_NEWTON_C2);
+                assert!(NEWTON_C2.contains(&(c * c)));
                 for isa in Isa::available() {
                     let half = ImqHalfTerm(imq_term(c, -0.5, d));
                     let newton = sums_on(isa, &x, &s, d, 16, half);
