@@ -555,6 +555,19 @@ pub fn linear_ksd(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stein::ImqKernel;
+
+    /// A deterministic sample of n rows × d: draws about (0, 1, …, d − 1) (spread 3) and
+    /// scores in (−2, 2).
+    fn sample(n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
+        let x = (0..n * d)
+            .map(|i| ((i as f64 * 0.618_034).sin() * 1e3).fract() * 3.0 + (i % d) as f64)
+            .collect();
+        let s = (0..n * d)
+            .map(|i| ((i as f64 * 0.414_214).cos() * 1e3).fract() * 2.0)
+            .collect();
+        (x, s)
+    }
 
     /// Every path (portable, AVX2, AVX-512, as this CPU has them) gives the same bits, for the
     /// three kernel terms, tiles that do and do not fill their last panel, and D = 1, 7, 10.
@@ -562,12 +575,7 @@ mod tests {
     fn every_lane_path_gives_the_same_bits() {
         let paths = Isa::available();
         for &(n, d) in &[(37usize, 1usize), (203, 7), (130, 10)] {
-            let x: Vec<f64> = (0..n * d)
-                .map(|i| ((i as f64 * 0.618_034).sin() * 1e3).fract() * 3.0 + (i % d) as f64)
-                .collect();
-            let s: Vec<f64> = (0..n * d)
-                .map(|i| ((i as f64 * 0.414_214).cos() * 1e3).fract() * 2.0)
-                .collect();
+            let (x, s) = sample(n, d);
             for tile in [1usize, 5, 64, 1000] {
                 let check = |name: &str, all: Vec<(f64, f64)>| {
                     for (isa, got) in paths.iter().zip(&all) {
@@ -619,13 +627,8 @@ mod tests {
     /// on every path: equal to a few units of rounding (one Newton step fewer is off by ~4e-11).
     #[test]
     fn newton_imq_lanes_match_the_divided_term() {
-        let (n, d) = (83usize, 5usize);
-        let unit: Vec<f64> = (0..n * d)
-            .map(|i| ((i as f64 * 0.618_034).sin() * 1e3).fract() * 2.0)
-            .collect();
-        let scores: Vec<f64> = (0..n * d)
-            .map(|i| ((i as f64 * 0.414_214).cos() * 1e3).fract())
-            .collect();
+        let d = 5;
+        let (unit, scores) = sample(83, d);
         let mut worst = 0.0f64;
         for c in [1e-150, 1e-3, 1.0, 30.0, 1e50] {
             for scale in [1e-60, 1e-3, 1.0, 1e3, 1e50] {
@@ -647,5 +650,23 @@ mod tests {
             }
         }
         eprintln!("largest relative difference: {worst:e}");
+    }
+
+    /// Above [`NEWTON_C2`] `ksd` takes the general IMQ term: at c = 1e154 (3c² overflows) it
+    /// gives the general term's finite value, not +∞. (Below the range the general term itself
+    /// overflows, u^(−3/2) at u = c².)
+    #[test]
+    fn ksd_takes_the_general_term_outside_the_newton_range() {
+        let (n, d, c) = (40, 3, 1e154);
+        assert!(!NEWTON_C2.contains(&(c * c)));
+        let (unit, scores) = sample(n, d);
+        let x: Vec<f64> = unit.iter().map(|v| v * 1e150).collect();
+        let s: Vec<f64> = scores.iter().map(|v| v / c).collect();
+        let kernel = Kernel::Imq(ImqKernel::new(c, -0.5).unwrap());
+        let got = ksd(&x, &s, d, &kernel).unwrap();
+        let (off, diagonal) = sums_on(Isa::Portable, &x, &s, d, KSD_TILE, imq_term(c, -0.5, d));
+        let want = (2.0 * off + diagonal) / (n * n) as f64;
+        assert!(got.squared_v.is_finite(), "{got:?}");
+        assert_eq!(got.squared_v.to_bits(), want.to_bits(), "{got:?} vs {want}");
     }
 }
