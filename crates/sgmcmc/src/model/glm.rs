@@ -4,7 +4,7 @@
 //!
 //! Parameter layout: θ = (w₁..w_d, [b if intercept], [the family's extra parameters]).
 
-use super::row_kernels::{self, Isa, RowElement};
+use super::row_kernels::{self, Gathered, Isa, RowElement, RowSource, Strided};
 use super::{
     CoefficientPrior, DataIndex, Model, ModelError, Scratch, TermMoments,
     add_grad_log_lik_per_draw, debug_check_dim,
@@ -504,15 +504,15 @@ impl<F: Family> Glm<F> {
                 // indices. The next chunk's rows start loading while this one is computed (the
                 // hardware prefetcher alone stops when the loads pause).
                 let block = &rows[i0 * d..(i0 + idx.len()) * d];
-                let row = |k: usize| &block[k * d..(k + 1) * d];
-                let prefetch = |k: usize| x.prefetch_row(i0 + k + CHUNK_ROWS);
+                let rest = batch.len() - c * CHUNK_ROWS;
+                let block = Strided::new(block, idx.len(), d).prefetch_ahead(CHUNK_ROWS, rest);
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
-                self.grad_chunk::<T, LOG_LIK>(chunk, row, prefetch, z, ys, false)
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false)
             } else {
-                let row = |k: usize| x.row(idx[k] as usize);
                 let ahead = ROW_PREFETCH_DISTANCE;
-                let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
-                self.grad_chunk::<T, LOG_LIK>(chunk, row, prefetch, z, ys, true)
+                let hint = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+                let picked = Gathered::new(rows, d, idx, hint);
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, true)
             };
             sum_r += s;
             total += t;
@@ -528,11 +528,10 @@ impl<F: Family> Glm<F> {
     /// (gathered here when `gather_targets`): returns Σ r and the sum of the log-likelihoods
     /// (when `LOG_LIK`).
     #[inline(always)]
-    fn grad_chunk<'a, T: RowElement, const LOG_LIK: bool>(
+    fn grad_chunk<T: RowElement, R: RowSource<T>, const LOG_LIK: bool>(
         &self,
         chunk: ChunkTerms<'_>,
-        row: impl Fn(usize) -> &'a [T] + Copy,
-        prefetch: impl Fn(usize),
+        rows: &R,
         z: &mut [f64],
         ys: &mut [F::Target],
         gather_targets: bool,
@@ -547,7 +546,7 @@ impl<F: Family> Glm<F> {
             gw,
             isa,
         } = chunk;
-        row_kernels::dots(isa, row, prefetch, w, b, z);
+        row_kernels::dots(isa, rows, w, b, z);
         if gather_targets {
             for (y, &i) in ys.iter_mut().zip(idx) {
                 *y = self.targets[i as usize];
@@ -567,7 +566,7 @@ impl<F: Family> Glm<F> {
         for r in z.iter_mut() {
             *r *= weight;
         }
-        (row_kernels::add_weighted_rows(isa, row, z, gw), total)
+        (row_kernels::add_weighted_rows(isa, rows, z, gw), total)
     }
 
     /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the
@@ -745,10 +744,10 @@ impl<F: Family> Glm<F> {
             .zip(z.chunks_mut(CHUNK_ROWS))
             .enumerate()
         {
-            let row = |k: usize| x.row(idx[k] as usize);
             let ahead = ROW_PREFETCH_DISTANCE;
-            let prefetch = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
-            row_kernels::dots(isa, row, prefetch, w, b, z);
+            let hint = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+            let picked = Gathered::new(x.as_slice(), x.cols(), idx, hint);
+            row_kernels::dots(isa, &picked, w, b, z);
         }
     }
 

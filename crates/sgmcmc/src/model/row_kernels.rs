@@ -1,6 +1,10 @@
 //! The GLMs' dense-row kernels, the hot loop of every minibatch gradient: the linear predictors
 //! zₖ = xₖᵀw + b of a chunk of rows ([`dots`]) and the weighted row sum g += Σₖ rₖxₖ
-//! ([`add_weighted_rows`]), with AVX-512 or AVX2 + FMA where the CPU has them.
+//! ([`add_weighted_rows`]), with AVX-512 or AVX2 + FMA where the CPU has them. Both take their
+//! rows from a [`RowSource`]: consecutive rows ([`Strided`]) or rows picked by index
+//! ([`Gathered`]), whose addresses are checked once when the source is built rather than per
+//! row (per-row slices and closures cost bounds checks and reloads of the closures' captured
+//! values from the stack; see `docs/experiments/sgld_throughput.md`).
 //!
 //! Each kernel is a fixed sequence of IEEE operations on eight logical lanes, which every path
 //! performs in the same order (AVX2 holds the eight lanes in two registers, the portable path in
@@ -22,6 +26,7 @@
 //! one partial vector), which defeats the compiler's vectoriser, and because a portable SIMD
 //! crate would choose the lane count (and so the summation order) per CPU.
 
+use super::DataIndex;
 use crate::data::Element;
 
 pub(crate) use crate::lanes::Isa;
@@ -58,65 +63,201 @@ impl RowElement for f32 {
     }
 }
 
-/// `z[k] = rows(k)ᵀw + b` for k < z.len() (the dot rule of the module docs), calling
-/// `prefetch(k)` before row k is read. Every row has w.len() elements.
+/// The rows a kernel reads, each of [`Self::row_len`] elements, and the prefetch it issues
+/// before each. Row addresses are computed from a base pointer (no slice bounds per row, no
+/// closure environment to reload), checked once when the source is built.
+pub(crate) trait RowSource<T> {
+    /// Number of rows.
+    fn rows(&self) -> usize;
+    /// Elements per row.
+    fn row_len(&self) -> usize;
+    /// Row k's first element; its `row_len()` elements are readable.
+    ///
+    /// # Safety
+    /// `k < self.rows()`.
+    unsafe fn row(&self, k: usize) -> *const T;
+    /// Called just before row k is first read: a hint to start loading later rows.
+    fn prefetch(&self, k: usize);
+}
+
+/// Consecutive rows of one slice (a block minibatch, a full pass): row k at `k·d`. With
+/// [`Self::prefetch_ahead`], reading row k prefetches the row `ahead` places later, which may
+/// lie past the slice (a prefetch is only a hint and never faults).
+pub(crate) struct Strided<'a, T> {
+    rows: &'a [T],
+    n: usize,
+    d: usize,
+    ahead: usize,
+    within: usize,
+}
+
+impl<'a, T> Strided<'a, T> {
+    /// The `n` rows of `d` elements that make up `rows` (of length n·d), no prefetch.
+    pub(crate) fn new(rows: &'a [T], n: usize, d: usize) -> Self {
+        assert_eq!(rows.len(), n * d, "{n} rows of {d}");
+        Strided {
+            rows,
+            n,
+            d,
+            ahead: 0,
+            within: 0,
+        }
+    }
+
+    /// Prefetch the row `ahead` places after each row read, while it is one of the `within`
+    /// rows from the first (rows the caller will read next; 0: none).
+    pub(crate) fn prefetch_ahead(self, ahead: usize, within: usize) -> Self {
+        Strided {
+            ahead,
+            within,
+            ..self
+        }
+    }
+}
+
+impl<T> RowSource<T> for Strided<'_, T> {
+    #[inline(always)]
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    #[inline(always)]
+    fn row_len(&self) -> usize {
+        self.d
+    }
+
+    #[inline(always)]
+    unsafe fn row(&self, k: usize) -> *const T {
+        // SAFETY: k < rows(), so the row lies inside the slice.
+        unsafe { self.rows.as_ptr().add(k * self.d) }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, k: usize) {
+        if k + self.ahead < self.within {
+            let first = self.rows.as_ptr().wrapping_add((k + self.ahead) * self.d);
+            prefetch_span(first.cast(), self.d * std::mem::size_of::<T>());
+        }
+    }
+}
+
+/// Rows of a matrix picked by index: row k is row `idx[k]` of `data` (every index checked
+/// when the source is built); `prefetch(k)` calls the given hint.
+pub(crate) struct Gathered<'a, T, P> {
+    data: &'a [T],
+    d: usize,
+    idx: &'a [DataIndex],
+    hint: P,
+}
+
+impl<'a, T, P: Fn(usize)> Gathered<'a, T, P> {
+    /// Rows `idx` of the row-major `data` (rows of `d` elements), with `hint(k)` before row k.
+    /// Panics if an index is out of range.
+    pub(crate) fn new(data: &'a [T], d: usize, idx: &'a [DataIndex], hint: P) -> Self {
+        // One pass that vectorises (no early exit), rather than a check per row in the kernel.
+        let largest = idx.iter().fold(0, |m, &i| m.max(i)) as usize;
+        assert!(
+            idx.is_empty() || (largest + 1) * d <= data.len(),
+            "row index {largest} out of range"
+        );
+        Gathered { data, d, idx, hint }
+    }
+}
+
+impl<T, P: Fn(usize)> RowSource<T> for Gathered<'_, T, P> {
+    #[inline(always)]
+    fn rows(&self) -> usize {
+        self.idx.len()
+    }
+
+    #[inline(always)]
+    fn row_len(&self) -> usize {
+        self.d
+    }
+
+    #[inline(always)]
+    unsafe fn row(&self, k: usize) -> *const T {
+        // SAFETY: k < rows(), and every index was checked against the data in `new`.
+        unsafe {
+            let i = *self.idx.get_unchecked(k) as usize;
+            self.data.as_ptr().add(i * self.d)
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, k: usize) {
+        (self.hint)(k);
+    }
+}
+
+/// Prefetch the cache lines holding the first and the last byte of `len` bytes at `first`
+/// (a row of up to two lines).
+#[inline(always)]
+pub(crate) fn prefetch_span(first: *const i8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: a prefetch is only a hint; it never faults or reads memory into the program.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(first);
+            _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(len.saturating_sub(1)));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (first, len);
+}
+
+/// `z[k] = row kᵀw + b` for k < z.len() (the dot rule of the module docs), calling
+/// `rows.prefetch(k)` before row k is read. Panics unless the rows have w.len() elements and
+/// there are at least z.len() of them.
 #[inline]
-pub(crate) fn dots<'a, T: RowElement + 'a>(
+pub(crate) fn dots<T: RowElement, R: RowSource<T>>(
     isa: Isa,
-    rows: impl Fn(usize) -> &'a [T],
-    prefetch: impl Fn(usize),
+    rows: &R,
     w: &[f64],
     b: f64,
     z: &mut [f64],
 ) {
+    assert_eq!(rows.row_len(), w.len(), "row length");
+    assert!(z.len() <= rows.rows(), "more outputs than rows");
     match isa {
         Isa::Portable => {
-            // SAFETY: the portable lanes need no CPU feature.
-            unsafe { dots_body::<Portable, T>(&rows, &prefetch, w, b, z) }
+            // SAFETY: the portable lanes need no CPU feature; the rows are checked above.
+            unsafe { dots_body::<Portable, T, R>(rows, w, b, z) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
-            unsafe { dots_avx2(&rows, &prefetch, w, b, z) }
+            unsafe { dots_avx2(rows, w, b, z) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
             // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
-            unsafe { dots_avx512(&rows, &prefetch, w, b, z) }
+            unsafe { dots_avx512(rows, w, b, z) }
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dots_avx2<'a, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
-    prefetch: &impl Fn(usize),
-    w: &[f64],
-    b: f64,
-    z: &mut [f64],
-) {
-    // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { dots_body::<Avx2, T>(rows, prefetch, w, b, z) }
+unsafe fn dots_avx2<T: RowElement, R: RowSource<T>>(rows: &R, w: &[f64], b: f64, z: &mut [f64]) {
+    // SAFETY: AVX2 and FMA are enabled here; the rows are the caller's.
+    unsafe { dots_body::<Avx2, T, R>(rows, w, b, z) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,fma")]
-unsafe fn dots_avx512<'a, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
-    prefetch: &impl Fn(usize),
-    w: &[f64],
-    b: f64,
-    z: &mut [f64],
-) {
-    // SAFETY: AVX-512F/VL and FMA are enabled here.
-    unsafe { dots_body::<Avx512, T>(rows, prefetch, w, b, z) }
+unsafe fn dots_avx512<T: RowElement, R: RowSource<T>>(rows: &R, w: &[f64], b: f64, z: &mut [f64]) {
+    // SAFETY: AVX-512F/VL and FMA are enabled here; the rows are the caller's.
+    unsafe { dots_body::<Avx512, T, R>(rows, w, b, z) }
 }
 
+/// # Safety
+/// `rows` has rows of w.len() elements, at least z.len() of them; the CPU features are the
+/// caller's.
 #[inline(always)]
-unsafe fn dots_body<'a, L: Lanes, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
-    prefetch: &impl Fn(usize),
+unsafe fn dots_body<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
     w: &[f64],
     b: f64,
     z: &mut [f64],
@@ -125,19 +266,21 @@ unsafe fn dots_body<'a, L: Lanes, T: RowElement + 'a>(
     // A literal panel count for the common widths, so that the panel loops unroll and w
     // stays in registers. SAFETY (every arm): forwarded from the caller.
     match d / LANES {
-        0 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 0) },
-        1 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 1) },
-        2 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 2) },
-        3 => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, 3) },
-        panels => unsafe { dots_rows::<L, T>(rows, prefetch, w, b, z, panels) },
+        0 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 0) },
+        1 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 1) },
+        2 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 2) },
+        3 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 3) },
+        panels => unsafe { dots_rows::<L, T, R>(rows, w, b, z, panels) },
     }
 }
 
 /// [`dots_body`] with d / 8 full panels.
+///
+/// # Safety
+/// As [`dots_body`].
 #[inline(always)]
-unsafe fn dots_rows<'a, L: Lanes, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
-    prefetch: &impl Fn(usize),
+unsafe fn dots_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
     w: &[f64],
     b: f64,
     z: &mut [f64],
@@ -153,11 +296,10 @@ unsafe fn dots_rows<'a, L: Lanes, T: RowElement + 'a>(
         let mut accs = [unsafe { L::zero() }; LANES];
         for (i, a) in accs.iter_mut().enumerate() {
             let k = g * LANES + i;
-            prefetch(k);
-            let row = rows(k);
-            assert_eq!(row.len(), d, "row length");
-            // SAFETY: the row and w have length d; the CPU features are the caller's.
-            *a = unsafe { dot_lanes::<L, T>(row.as_ptr(), wp, d, panels) };
+            rows.prefetch(k);
+            // SAFETY: k < z.len() ≤ rows.rows(), rows and w have length d; the CPU features
+            // are the caller's.
+            *a = unsafe { dot_lanes::<L, T>(rows.row(k), wp, d, panels) };
         }
         // SAFETY: the CPU features are the caller's.
         let sums = unsafe { L::tree_sums(accs) };
@@ -166,11 +308,9 @@ unsafe fn dots_rows<'a, L: Lanes, T: RowElement + 'a>(
         }
     }
     for (k, zk) in z.iter_mut().enumerate().skip(done) {
-        prefetch(k);
-        let row = rows(k);
-        assert_eq!(row.len(), d, "row length");
-        // SAFETY: the row and w have length d; the CPU features are the caller's.
-        *zk = unsafe { dot_lanes::<L, T>(row.as_ptr(), wp, d, panels).tree_sum() } + b;
+        rows.prefetch(k);
+        // SAFETY: as above.
+        *zk = unsafe { dot_lanes::<L, T>(rows.row(k), wp, d, panels).tree_sum() } + b;
     }
 }
 
@@ -209,103 +349,103 @@ unsafe fn dot_lanes<L: Lanes, T: RowElement>(
     }
 }
 
-/// `g[j] += Σₖ r[k]·rows(k)[j]` over k < r.len() (the weighted-sum rule of the module docs);
-/// returns Σₖ r[k]. Every row has g.len() elements.
+/// `g[j] += Σₖ r[k]·(row k)[j]` over k < r.len() (the weighted-sum rule of the module docs);
+/// returns Σₖ r[k]. Panics unless the rows have g.len() elements and there are at least
+/// r.len() of them.
 #[inline]
-pub(crate) fn add_weighted_rows<'a, T: RowElement + 'a>(
+pub(crate) fn add_weighted_rows<T: RowElement, R: RowSource<T>>(
     isa: Isa,
-    rows: impl Fn(usize) -> &'a [T],
+    rows: &R,
     r: &[f64],
     g: &mut [f64],
 ) -> f64 {
+    assert_eq!(rows.row_len(), g.len(), "row length");
+    assert!(r.len() <= rows.rows(), "more weights than rows");
     match isa {
         Isa::Portable => {
-            // SAFETY: the portable lanes need no CPU feature.
-            unsafe { weighted_body::<Portable, T>(&rows, r, g) }
+            // SAFETY: the portable lanes need no CPU feature; the rows are checked above.
+            unsafe { weighted_body::<Portable, T, R>(rows, r, g) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
-            unsafe { weighted_avx2(&rows, r, g) }
+            unsafe { weighted_avx2(rows, r, g) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
             // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
-            unsafe { weighted_avx512(&rows, r, g) }
+            unsafe { weighted_avx512(rows, r, g) }
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_avx2<'a, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
-    r: &[f64],
-    g: &mut [f64],
-) -> f64 {
-    // SAFETY: AVX2 and FMA are enabled here.
-    unsafe { weighted_body::<Avx2, T>(rows, r, g) }
+unsafe fn weighted_avx2<T: RowElement, R: RowSource<T>>(rows: &R, r: &[f64], g: &mut [f64]) -> f64 {
+    // SAFETY: AVX2 and FMA are enabled here; the rows are the caller's.
+    unsafe { weighted_body::<Avx2, T, R>(rows, r, g) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,fma")]
-unsafe fn weighted_avx512<'a, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
+unsafe fn weighted_avx512<T: RowElement, R: RowSource<T>>(
+    rows: &R,
     r: &[f64],
     g: &mut [f64],
 ) -> f64 {
-    // SAFETY: AVX-512F/VL and FMA are enabled here.
-    unsafe { weighted_body::<Avx512, T>(rows, r, g) }
+    // SAFETY: AVX-512F/VL and FMA are enabled here; the rows are the caller's.
+    unsafe { weighted_body::<Avx512, T, R>(rows, r, g) }
 }
 
+/// # Safety
+/// `rows` has rows of g.len() elements, at least r.len() of them; the CPU features are the
+/// caller's.
 #[inline(always)]
-unsafe fn weighted_body<'a, L: Lanes, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
+unsafe fn weighted_body<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
     r: &[f64],
     g: &mut [f64],
 ) -> f64 {
     // A literal panel count, as in `dots_body`. SAFETY (every arm): forwarded from the caller.
     match g.len() / LANES {
-        0 => unsafe { weighted_rows::<L, T>(rows, r, g, 0) },
-        1 => unsafe { weighted_rows::<L, T>(rows, r, g, 1) },
-        2 => unsafe { weighted_rows::<L, T>(rows, r, g, 2) },
-        3 => unsafe { weighted_rows::<L, T>(rows, r, g, 3) },
-        panels => unsafe { weighted_rows::<L, T>(rows, r, g, panels) },
+        0 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 0) },
+        1 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 1) },
+        2 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 2) },
+        3 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 3) },
+        panels => unsafe { weighted_rows::<L, T, R>(rows, r, g, panels) },
     }
 }
 
 /// [`weighted_body`] with d / 8 full panels.
+///
+/// # Safety
+/// As [`weighted_body`].
 #[inline(always)]
-unsafe fn weighted_rows<'a, L: Lanes, T: RowElement + 'a>(
-    rows: &impl Fn(usize) -> &'a [T],
+unsafe fn weighted_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
     r: &[f64],
     g: &mut [f64],
     panels: usize,
 ) -> f64 {
     let d = g.len();
     let n = r.len();
-    let row = |k: usize| {
-        let row = rows(k);
-        assert_eq!(row.len(), d, "row length");
-        row.as_ptr()
-    };
-    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row or of g (length d, checked)
-    // or k0..k0 + min(8, n − k0) of r; the CPU features are the caller's.
+    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row k < n or of g (length d) or
+    // k0..k0 + min(8, n − k0) of r; the rows are the caller's, as are the CPU features.
     unsafe {
         let m = d % LANES;
         for p in 0..panels {
             let j0 = p * LANES;
-            let sum = weighted_panel::<L, T>(&row, r, j0, LANES, |a, b, c| L::mul_add(a, b, c));
+            let sum = weighted_panel::<L, T, R>(rows, r, j0, LANES, |a, b, c| L::mul_add(a, b, c));
             let gp = g.as_mut_ptr().add(j0);
             L::add(L::load_f64(gp, LANES), sum).store(gp, LANES);
         }
         if m > 0 && d > LANES {
             let mul_add = |a, b, c| L::mul_add_high(a, b, c, m);
-            let sum = weighted_panel::<L, T>(&row, r, d - LANES, LANES, mul_add);
+            let sum = weighted_panel::<L, T, R>(rows, r, d - LANES, LANES, mul_add);
             let gp = g.as_mut_ptr().add(d - LANES);
             L::add(L::load_f64(gp, LANES), sum).store_high(gp, m);
         } else if m > 0 {
-            let sum = weighted_panel::<L, T>(&row, r, 0, d, |a, b, c| L::mul_add(a, b, c));
+            let sum = weighted_panel::<L, T, R>(rows, r, 0, d, |a, b, c| L::mul_add(a, b, c));
             let gp = g.as_mut_ptr();
             L::add(L::load_f64(gp, d), sum).store(gp, d);
         }
@@ -321,11 +461,11 @@ unsafe fn weighted_rows<'a, L: Lanes, T: RowElement + 'a>(
 /// `mul_add` (all lanes, or only a tail's).
 ///
 /// # Safety
-/// `row(k) + j0 … + len` must be readable for every k < r.len(); the CPU features are the
-/// caller's.
+/// `rows.row(k) + j0 … + len` must be readable for every k < r.len() (so r.len() ≤
+/// rows.rows()); the CPU features are the caller's.
 #[inline(always)]
-unsafe fn weighted_panel<L: Lanes, T: RowElement>(
-    row: &impl Fn(usize) -> *const T,
+unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
     r: &[f64],
     j0: usize,
     len: usize,
@@ -338,13 +478,13 @@ unsafe fn weighted_panel<L: Lanes, T: RowElement>(
         let mut k = 0;
         while k + PHASES <= n {
             for (p, a) in acc.iter_mut().enumerate() {
-                let x = T::load::<L>(row(k + p).add(j0), len);
+                let x = T::load::<L>(rows.row(k + p).add(j0), len);
                 *a = mul_add(L::splat(r[k + p]), x, *a);
             }
             k += PHASES;
         }
         for (p, a) in acc.iter_mut().enumerate().take(n - k) {
-            let x = T::load::<L>(row(k + p).add(j0), len);
+            let x = T::load::<L>(rows.row(k + p).add(j0), len);
             *a = mul_add(L::splat(r[k + p]), x, *a);
         }
         L::add(L::add(acc[0], acc[1]), L::add(acc[2], acc[3]))
@@ -374,12 +514,41 @@ mod tests {
                 let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.11 * j as f64).collect();
                 let r: Vec<f64> = (0..n).map(|k| (k as f64 * 1.7).cos() * 1e-2).collect();
                 let row = |k: usize| &x[k * d..(k + 1) * d];
+                let strided = Strided::new(&x, n, d).prefetch_ahead(3, n);
+                // The same rows gathered from a matrix with other rows between them.
+                let spread: Vec<T> = (0..2 * n * d)
+                    .map(|e| {
+                        if (e / d) % 2 == 1 {
+                            x[(e / d / 2) * d + e % d]
+                        } else {
+                            conv(7.0)
+                        }
+                    })
+                    .collect();
+                let idx: Vec<DataIndex> = (0..n as DataIndex).map(|k| 2 * k + 1).collect();
+                let gathered = Gathered::new(&spread, d, &idx, |_| {});
                 let mut results = Vec::new();
                 for &isa in &paths {
                     let mut z = vec![0.0; n];
-                    dots(isa, row, |_| {}, &w, 0.25, &mut z);
+                    dots(isa, &strided, &w, 0.25, &mut z);
                     let mut g: Vec<f64> = (0..d).map(|j| j as f64 * 1e-3).collect();
-                    let s = add_weighted_rows(isa, row, &r, &mut g);
+                    let s = add_weighted_rows(isa, &strided, &r, &mut g);
+                    let mut zg = vec![0.0; n];
+                    dots(isa, &gathered, &w, 0.25, &mut zg);
+                    let mut gg: Vec<f64> = (0..d).map(|j| j as f64 * 1e-3).collect();
+                    let sg = add_weighted_rows(isa, &gathered, &r, &mut gg);
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&zg),
+                        bits(&z),
+                        "{isa:?} gathered dots, d = {d}, n = {n}"
+                    );
+                    assert_eq!(
+                        bits(&gg),
+                        bits(&g),
+                        "{isa:?} gathered sum, d = {d}, n = {n}"
+                    );
+                    assert_eq!(sg.to_bits(), s.to_bits(), "{isa:?} gathered sum of r");
                     results.push((isa, z, g, s));
                 }
                 let (_, z0, g0, s0) = &results[0];
@@ -431,7 +600,7 @@ mod tests {
             .map(|j| if j % 2 == 0 { 1e16 } else { -1e16 })
             .collect();
         let mut z = [0.0];
-        dots(Isa::Portable, |_| &x[..], |_| {}, &w, 0.0, &mut z);
+        dots(Isa::Portable, &Strided::new(&x, 1, 10), &w, 0.0, &mut z);
         // Lanes 0–7 take features 0–7; the tail (features 2–9, lanes 6 and 7 used) adds
         // features 8 and 9 to lanes 6 and 7.
         let l: Vec<f64> = (0..8)
