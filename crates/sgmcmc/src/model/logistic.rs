@@ -70,7 +70,9 @@ impl Family for Bernoulli {
         f64::from(y) - sigmoid(z)
     }
 
-    /// y − σ(z) over the tile with the branch-free, vectorised σ.
+    /// y − σ(z) over the tile with the branch-free, vectorised σ built on fused multiply-adds
+    /// ([`vector_math::sigmoid`]: within 4 ulp of libm's σ, which [`Self::dlog_lik_dz`] uses, but
+    /// not the same bits).
     fn dlog_lik_dz_tile(&self, ys: &[u8], q: usize, z: &mut [f64], _extras: &[f64], _s: usize) {
         vector_math::map_tile(ys, q, z, |y, z| f64::from(y) - vector_math::sigmoid(z));
     }
