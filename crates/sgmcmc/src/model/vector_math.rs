@@ -45,27 +45,7 @@ const INV_FACTORIAL: [f64; 12] = [
 /// 2ⁿ built from n's bits (as 2·2ⁿ⁻¹, so n = 1024 stays representable).
 #[inline(always)]
 pub fn exp(x: f64) -> f64 {
-    // NaN passes through the clamp and the selects below (comparisons with NaN are false).
-    let xc = x.clamp(EXP_MIN, EXP_MAX);
-    let t = xc * std::f64::consts::LOG2_E + ROUND;
-    let n = t - ROUND;
-    let r = (xc - n * LN2_HI) - n * LN2_LO;
-    let mut p = INV_FACTORIAL[11];
-    for &c in INV_FACTORIAL[..11].iter().rev() {
-        p = p * r + c;
-    }
-    let p = (p * r + 1.0) * r + 1.0;
-    // t's low bits hold n (two's complement); (n − 1 + 1023) << 52 is the double 2ⁿ⁻¹, for
-    // n ∈ [−1021, 1024].
-    let scale = f64::from_bits(t.to_bits().wrapping_add(1022) << 52);
-    let e = (p * 2.0) * scale;
-    if x > EXP_MAX {
-        f64::INFINITY
-    } else if x < EXP_MIN {
-        0.0
-    } else {
-        e
-    }
+    exp_by::<Separate>(x)
 }
 
 /// [`exp`] with fused multiply-adds (one rounding each) in the range reduction and the
@@ -74,16 +54,50 @@ pub fn exp(x: f64) -> f64 {
 /// scalar or portable loop should use [`exp`].
 #[inline(always)]
 pub fn exp_fused(x: f64) -> f64 {
+    exp_by::<Fused>(x)
+}
+
+/// a·b + c, rounded once ([`Fused`]) or twice ([`Separate`]).
+trait MulAdd {
+    fn mul_add(a: f64, b: f64, c: f64) -> f64;
+}
+
+/// a·b + c as a multiply, then an add.
+struct Separate;
+
+/// a·b + c as one fused multiply-add.
+struct Fused;
+
+impl MulAdd for Separate {
+    #[inline(always)]
+    fn mul_add(a: f64, b: f64, c: f64) -> f64 {
+        a * b + c
+    }
+}
+
+impl MulAdd for Fused {
+    #[inline(always)]
+    fn mul_add(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+}
+
+/// The body of [`exp`] and [`exp_fused`], with `M`'s multiply-adds.
+#[inline(always)]
+fn exp_by<M: MulAdd>(x: f64) -> f64 {
+    // NaN passes through the clamp and the selects below (comparisons with NaN are false).
     let xc = x.clamp(EXP_MIN, EXP_MAX);
-    let t = xc.mul_add(std::f64::consts::LOG2_E, ROUND);
+    let t = M::mul_add(xc, std::f64::consts::LOG2_E, ROUND);
     let n = t - ROUND;
-    // n·LN2_HI is exact (|n| < 2¹¹), so the first step is the same value as in `exp`.
-    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, xc));
+    // r = (xc − n·LN2_HI) − n·LN2_LO; n·LN2_HI is exact (|n| < 2¹¹).
+    let r = M::mul_add(n, -LN2_LO, M::mul_add(n, -LN2_HI, xc));
     let mut p = INV_FACTORIAL[11];
     for &c in INV_FACTORIAL[..11].iter().rev() {
-        p = p.mul_add(r, c);
+        p = M::mul_add(p, r, c);
     }
-    let p = p.mul_add(r, 1.0).mul_add(r, 1.0);
+    let p = M::mul_add(M::mul_add(p, r, 1.0), r, 1.0);
+    // t's low bits hold n (two's complement); (n − 1 + 1023) << 52 is the double 2ⁿ⁻¹, for
+    // n ∈ [−1021, 1024].
     let scale = f64::from_bits(t.to_bits().wrapping_add(1022) << 52);
     let e = (p * 2.0) * scale;
     if x > EXP_MAX {
