@@ -504,7 +504,9 @@ impl<F: Family> Glm<F> {
                 // indices. The next chunk's rows start loading while this one is computed (the
                 // hardware prefetcher alone stops when the loads pause).
                 let block = &rows[i0 * d..(i0 + idx.len()) * d];
-                let rest = batch.len() - c * CHUNK_ROWS;
+                // Prefetch only rows this batch reads next: not past its end, nor past the matrix's
+                // last row (where a wrapping block goes on at row 0).
+                let rest = (batch.len() - c * CHUNK_ROWS).min(x.rows() - i0);
                 let block = Strided::new(block, idx.len(), d).prefetch_ahead(CHUNK_ROWS, rest);
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
                 self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false)
@@ -524,7 +526,7 @@ impl<F: Family> Glm<F> {
         total
     }
 
-    /// One chunk of [`Self::grad_dense`], its rows given by `row(k)` and its targets in `ys`
+    /// One chunk of [`Self::grad_dense`], its rows from `rows` and its targets in `ys`
     /// (gathered here when `gather_targets`): returns Σ r and the sum of the log-likelihoods
     /// (when `LOG_LIK`).
     #[inline(always)]

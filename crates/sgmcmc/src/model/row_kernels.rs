@@ -66,7 +66,11 @@ impl RowElement for f32 {
 /// The rows a kernel reads, each of [`Self::row_len`] elements, and the prefetch it issues
 /// before each. Row addresses are computed from a base pointer (no slice bounds per row, no
 /// closure environment to reload), checked once when the source is built.
-pub(crate) trait RowSource<T> {
+///
+/// # Safety
+/// Implementors promise that for every k < `rows()`, `row(k)` points to `row_len()` readable
+/// elements for as long as the source is borrowed: the kernels read them without a check.
+pub(crate) unsafe trait RowSource<T> {
     /// Number of rows.
     fn rows(&self) -> usize;
     /// Elements per row.
@@ -94,7 +98,7 @@ pub(crate) struct Strided<'a, T> {
 impl<'a, T> Strided<'a, T> {
     /// The `n` rows of `d` elements that make up `rows` (of length n·d), no prefetch.
     pub(crate) fn new(rows: &'a [T], n: usize, d: usize) -> Self {
-        assert_eq!(rows.len(), n * d, "{n} rows of {d}");
+        assert_eq!(n.checked_mul(d), Some(rows.len()), "{n} rows of {d}");
         Strided {
             rows,
             n,
@@ -115,7 +119,9 @@ impl<'a, T> Strided<'a, T> {
     }
 }
 
-impl<T> RowSource<T> for Strided<'_, T> {
+// SAFETY: `new` checked that the slice holds exactly rows() · row_len() elements, and row(k) is
+// the k-th run of row_len() of them.
+unsafe impl<T> RowSource<T> for Strided<'_, T> {
     #[inline(always)]
     fn rows(&self) -> usize {
         self.n
@@ -152,19 +158,22 @@ pub(crate) struct Gathered<'a, T, P> {
 
 impl<'a, T, P: Fn(usize)> Gathered<'a, T, P> {
     /// Rows `idx` of the row-major `data` (rows of `d` elements), with `hint(k)` before row k.
-    /// Panics if an index is out of range.
+    /// Panics if an index is out of range (with d = 0 every row is empty, and any index
+    /// reads nothing).
     pub(crate) fn new(data: &'a [T], d: usize, idx: &'a [DataIndex], hint: P) -> Self {
         // One pass that vectorises (no early exit), rather than a check per row in the kernel.
         let largest = idx.iter().fold(0, |m, &i| m.max(i)) as usize;
         assert!(
-            idx.is_empty() || (largest + 1) * d <= data.len(),
+            idx.is_empty() || d == 0 || largest < data.len() / d,
             "row index {largest} out of range"
         );
         Gathered { data, d, idx, hint }
     }
 }
 
-impl<T, P: Fn(usize)> RowSource<T> for Gathered<'_, T, P> {
+// SAFETY: `new` checked every index i against the data (i < data.len() / d, so rows i·d ..
+// (i + 1)·d are inside it), and row(k) is row idx[k].
+unsafe impl<T, P: Fn(usize)> RowSource<T> for Gathered<'_, T, P> {
     #[inline(always)]
     fn rows(&self) -> usize {
         self.idx.len()
@@ -222,7 +231,8 @@ pub(crate) fn dots<T: RowElement, R: RowSource<T>>(
     assert!(z.len() <= rows.rows(), "more outputs than rows");
     match isa {
         Isa::Portable => {
-            // SAFETY: the portable lanes need no CPU feature; the rows are checked above.
+            // SAFETY: the portable lanes need no CPU feature; the row counts are checked above,
+            // and each row's length by the `RowSource` contract.
             unsafe { dots_body::<Portable, T, R>(rows, w, b, z) }
         }
         #[cfg(target_arch = "x86_64")]
@@ -363,7 +373,8 @@ pub(crate) fn add_weighted_rows<T: RowElement, R: RowSource<T>>(
     assert!(r.len() <= rows.rows(), "more weights than rows");
     match isa {
         Isa::Portable => {
-            // SAFETY: the portable lanes need no CPU feature; the rows are checked above.
+            // SAFETY: the portable lanes need no CPU feature; the row counts are checked above,
+            // and each row's length by the `RowSource` contract.
             unsafe { weighted_body::<Portable, T, R>(rows, r, g) }
         }
         #[cfg(target_arch = "x86_64")]
@@ -591,6 +602,20 @@ mod tests {
     #[test]
     fn every_path_gives_the_same_bits_f32() {
         check_paths(|v| v as f32);
+    }
+
+    #[test]
+    #[should_panic(expected = "row index 3 out of range")]
+    fn gathered_rows_refuse_an_index_past_the_data() {
+        let data = [0.0f64; 6];
+        let _ = Gathered::new(&data, 2, &[0, 3, 1], |_| {});
+    }
+
+    #[test]
+    #[should_panic(expected = "rows of")]
+    fn strided_rows_refuse_a_slice_of_another_length() {
+        let data = [0.0f64; 6];
+        let _ = Strided::new(&data, 4, 2);
     }
 
     #[test]
