@@ -4,7 +4,8 @@
 //! and bad settings are errors.
 //!
 //! Break-once: computing the grid's posterior at T = 1 instead of T (`exact_marginals(&model,
-//! 1.0, ..)` in `run`) failed at the first method: pooled KS 0.28 for θ₁ of the Barker chains.
+//! 1.0, ..)` in `run`) failed at the first method: pooled KS 0.28 for θ₁ of the Barker chains
+//! (0.277 with the 8 chains of 2026-12-07).
 
 use sgmcmc_experiments::mh_mixture::{self, MhMixtureSettings, MixtureMethod};
 
@@ -14,7 +15,7 @@ fn small() -> MhMixtureSettings {
         temperature: 22.0,
         iterations: 4_000,
         burn_in: 500,
-        chains: 4,
+        chains: 8,
         sweep_batches: vec![200],
         grid_points: 100,
         ..MhMixtureSettings::default()
@@ -34,11 +35,14 @@ fn small_mixture_run_matches_the_exact_marginals() {
     for m in &report.methods {
         assert_eq!(m.failed, 0, "{:?}", m.method);
         assert_eq!(m.stats.iterations, draws, "{:?}", m.method);
-        // Pooled KS: 16,000 correlated draws (effective ~ 500–2,000); 0.1 is about twice the
-        // 1 % critical value at 500 effective draws.
+        // Pooled KS of 32,000 correlated draws of a two-mode posterior: its noise is mostly
+        // how often the chains switch modes. Over seeds 1–12 the largest of every method's
+        // (the two full-data tests' included) was 0.124; with 4 chains the full-data Barker
+        // chains reached 0.243 (seed 6), and a threshold of 0.1 failed some seed for every
+        // method (raw output in docs/experiments/data/sgld_rejection/).
         for j in 0..2 {
             assert!(
-                m.ks_pooled[j] < 0.1,
+                m.ks_pooled[j] < 0.15,
                 "{:?}: KS θ{} = {:.4}",
                 m.method,
                 j + 1,

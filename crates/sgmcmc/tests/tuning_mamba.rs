@@ -739,6 +739,9 @@ fn arms_run_elsewhere_give_the_local_outcome() {
 const E2E_SEEDS: u64 = 10;
 /// R, in per-datum gradient evaluations (100 full passes).
 const E2E_BUDGET: f64 = 1e7;
+/// Independent runs per arm whose mean KSD is the reference (one run's KSD is noisy: see
+/// below).
+const REFERENCE_RUNS: usize = 3;
 
 /// §5.8 item 5, reduced: the Gaussian test model with D = 10, N = 10⁵ (xᵢ ~ N(loc, I), prior
 /// N(0, 10·I)); SGLD over log10 ε ∈ {−3, −3.5, …, −8} × batch {100, 10, 1} % (33 arms, η = 3,
@@ -758,10 +761,14 @@ const E2E_BUDGET: f64 = 1e7;
 /// stationary law (discretisation and minibatch noise), τ ≈ 2/(εP) its autocorrelation time in
 /// iterations, n its batch size and B its budget. So the 1 % batch at ε ≈ 10^−6…10^−6.5 wins,
 /// with an expected KSD² about 2.4× below the best 10 % arm's. The first term is mostly
-/// ‖mean score‖², a scaled χ²₁₀ (relative sd √(2/10) ≈ 45 %), so the single reference run per
-/// arm itself sometimes ranks a 10 % arm first: seed 4 here (10 % at ε = 10^−5.5, KSD 120 vs
-/// 134 for 1 % at 10^−6.5, while MAMBA chose 1 % at 10^−6). That is why the spec asks 8 of 10
-/// and not 10 of 10.
+/// ‖mean score‖², a scaled χ²₁₀ (relative sd √(2/10) ≈ 45 %), so a single reference run per
+/// arm itself sometimes ranks a 10 % arm first: with one run, seed 4 did (10 % at ε = 10^−5.5,
+/// KSD 120 vs 134 for 1 % at 10^−6.5, while MAMBA chose 1 % at 10^−6), and after the uniform
+/// draws changed (rejection sampling, 2026-12-07) seeds 6 and 7 did (seed 7: 105.2 for 10 %
+/// at 10^−6 against 105.9 for 1 % at 10^−6, MAMBA's choice), 7 of 10 seeds agreeing. So the
+/// reference is the mean KSD of [`REFERENCE_RUNS`] independent runs per arm, an estimate of the
+/// expected KSD at that budget, whose minimiser the spec's criterion is about. That is also
+/// why the spec asks 8 of 10 and not 10 of 10.
 #[test]
 fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
     use rayon::prelude::*;
@@ -821,11 +828,13 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
                     .gradient_evaluations
             })
             .sum();
-        let reference: Vec<f64> = (0..arms.len())
+        let reference: Vec<f64> = (0..arms.len() * REFERENCE_RUNS)
             .into_par_iter()
-            .map(|a| {
+            .map(|k| {
+                let (a, run) = (k / REFERENCE_RUNS, k % REFERENCE_RUNS);
                 let (mut sampler, mut estimator) = ctx.build(&arms[a]).unwrap();
-                let mut arm = sgmcmc::tuning::Arm::new(&ctx.start, stream(200 + seed, a as u64));
+                let rng = stream(200 + seed + 1000 * run as u64, a as u64);
+                let mut arm = sgmcmc::tuning::Arm::new(&ctx.start, rng);
                 let seg = arm.run_round(
                     sampler.as_mut(),
                     estimator.as_mut(),
@@ -838,6 +847,9 @@ fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
                     ctx.metric(&seg.draws, &imq(), 0)
                 }
             })
+            .collect::<Vec<f64>>()
+            .chunks(REFERENCE_RUNS)
+            .map(|runs| runs.iter().sum::<f64>() / REFERENCE_RUNS as f64)
             .collect();
         let best = (0..arms.len())
             .min_by(|&a, &b| reference[a].total_cmp(&reference[b]))

@@ -326,7 +326,7 @@ fn gather_rate(
     r
 }
 
-/// Index drawing alone (partial Fisher–Yates, or a block's indices), per batch.
+/// Index drawing alone (by rejection or partial Fisher–Yates, or a block's indices), per batch.
 fn index_rate(
     rows: usize,
     n_batch: usize,

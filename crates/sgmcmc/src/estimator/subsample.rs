@@ -34,9 +34,20 @@ pub enum MinibatchScheme {
     Block,
 }
 
-/// Draws n of N indices uniformly without replacement by a partial Fisher–Yates shuffle of a
-/// persistent permutation buffer. Any arrangement of the buffer is a valid starting point, so
-/// it is never reset: each draw costs n bounded random integers and n swaps, never O(N).
+/// Draws n of N indices uniformly without replacement, in O(n) per draw and in one of two ways:
+/// - **a batch of at most N/2 (the usual minibatch):** by rejection. Each index is drawn
+///   uniformly from 0..N and kept unless a bitmap of the batch's indices (N bits, 125 KB at
+///   N = 1M) already holds it, so every kept index is uniform among those not yet drawn and
+///   the batch, in order, is a uniform random arrangement of n distinct indices. At most N/2
+///   indices are held, so each is found in fewer than 2 tries on average. The bitmap's bits
+///   are cleared at the next batch, one per index. Nothing of size N is written: a partial
+///   Fisher–Yates shuffle would swap n random entries of a 4N-byte buffer (4 MB at N = 1M),
+///   whose cache misses and dirty lines cost a uniform SGLD iteration about a fifth of its
+///   time (`docs/experiments/sgld_throughput.md`).
+/// - **a larger batch:** by a partial Fisher–Yates shuffle of a persistent permutation buffer
+///   (any arrangement of it is a valid starting point, so it is never reset). A batch that
+///   grows past N/2 ([`Subsampler::batch_more`]) moves into the buffer once: its indices first,
+///   then the others.
 ///
 /// The swap targets are drawn first and the swaps done in a second pass that prefetches the
 /// permutation entries a few swaps ahead: the same random numbers and the same swaps as the
@@ -48,7 +59,15 @@ pub enum MinibatchScheme {
 /// ([`Subsampler::reuse_batch`]).
 #[derive(Debug, Clone)]
 pub struct Subsampler {
+    /// The permutation buffer of the Fisher–Yates draws (the first n entries are the batch
+    /// when `in_perm`), and every index in its order for a batch of all N.
     perm: Vec<DataIndex>,
+    /// The current batch without replacement, drawn by rejection (when not `in_perm`).
+    drawn: Vec<DataIndex>,
+    /// Bit i set: index i is in `drawn` (N bits, allocated at the first rejection draw).
+    chosen: Vec<u64>,
+    /// The current batch without replacement is `perm`'s first entries, not `drawn`.
+    in_perm: bool,
     /// Swap targets of a draw without replacement; the batch itself with replacement or in
     /// blocks.
     targets: Vec<u32>,
@@ -79,6 +98,9 @@ impl Subsampler {
         );
         Self {
             perm: (0..n_data as u64).map(|i| i as DataIndex).collect(),
+            drawn: Vec::new(),
+            chosen: Vec::new(),
+            in_perm: false,
             targets: Vec::new(),
             with_replacement: false,
             scheme: MinibatchScheme::Uniform,
@@ -204,8 +226,10 @@ impl Subsampler {
     fn held_batch(&self, n: usize) -> &[DataIndex] {
         if self.with_replacement || self.scheme == MinibatchScheme::Block {
             &self.targets[..n]
-        } else {
+        } else if self.in_perm {
             &self.perm[..n]
+        } else {
+            &self.drawn[..n]
         }
     }
 
@@ -235,14 +259,72 @@ impl Subsampler {
         self.draw_more(0, n, rng)
     }
 
-    /// Grow a draw: after a draw of `start` points (the first `start` buffer entries), `n`
-    /// more, uniform without replacement among the other N − `start` (the minibatch MH test's
-    /// growing batch, reference §6.5). Returns only the new points. Requires `start + n ≤ N`.
+    /// Grow a draw: after a draw of `start` points (`start` = 0: a new batch), `n` more,
+    /// uniform without replacement among the other N − `start` (the minibatch MH test's
+    /// growing batch, reference §6.5). Returns only the new points. Requires `start + n ≤ N`,
+    /// and `start` the size of the batch so far.
     #[inline]
     pub fn draw_more(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
-        const AHEAD: usize = 16;
         let total = self.perm.len();
         debug_assert!(start + n <= total);
+        if start == 0 {
+            self.forget_drawn();
+            self.in_perm = false;
+        }
+        if !self.in_perm && start + n <= total / 2 {
+            debug_assert_eq!(self.drawn.len(), start, "the batch so far");
+            self.draw_rejecting(n, rng);
+            return &self.drawn[start..];
+        }
+        if !self.in_perm {
+            // The batch so far first, then the indices not in it: any arrangement of those is
+            // a valid start for the shuffle of the rest.
+            let (head, rest) = self.perm.split_at_mut(start);
+            head.copy_from_slice(&self.drawn);
+            let chosen = &self.chosen;
+            let others = (0..total as DataIndex).filter(|&i| !is_set(chosen, i));
+            for (slot, i) in rest.iter_mut().zip(others) {
+                *slot = i;
+            }
+            self.forget_drawn();
+            self.in_perm = true;
+        }
+        self.shuffle_more(start, n, rng)
+    }
+
+    /// n more indices by rejection against `chosen`, appended to `drawn`.
+    fn draw_rejecting(&mut self, n: usize, rng: &mut ChainRng) {
+        let total = self.perm.len() as u32;
+        if self.chosen.is_empty() {
+            self.chosen = vec![0; (total as usize).div_ceil(64)];
+        }
+        self.drawn.reserve(n);
+        for _ in 0..n {
+            loop {
+                let i = rng.random_range(0..total);
+                let (word, bit) = (&mut self.chosen[(i / 64) as usize], 1u64 << (i % 64));
+                if *word & bit == 0 {
+                    *word |= bit;
+                    self.drawn.push(i);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Empties `drawn` and clears its bits.
+    fn forget_drawn(&mut self) {
+        for &i in &self.drawn {
+            self.chosen[(i / 64) as usize] &= !(1u64 << (i % 64));
+        }
+        self.drawn.clear();
+    }
+
+    /// The partial Fisher–Yates shuffle: entries `start..start + n` of `perm` become n indices
+    /// drawn uniformly from those at `start..`.
+    fn shuffle_more(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
+        const AHEAD: usize = 16;
+        let total = self.perm.len();
         self.targets.clear();
         self.targets
             .extend((start..start + n).map(|k| rng.random_range(k as u32..total as u32)));
@@ -267,8 +349,10 @@ impl Subsampler {
 /// settings and are not saved.
 impl crate::checkpoint::Persist for Subsampler {
     fn save(&self, w: &mut crate::checkpoint::StateWriter) {
-        w.nested(7);
+        w.nested(9);
         w.field("perm", &self.perm);
+        w.field("drawn", &self.drawn);
+        w.field("in_perm", &self.in_perm);
         w.field("targets", &self.targets);
         w.field("offset", &self.offset);
         w.field("ahead", &self.ahead);
@@ -283,7 +367,7 @@ impl crate::checkpoint::Persist for Subsampler {
         &mut self,
         r: &mut crate::checkpoint::StateReader<'_>,
     ) -> Result<(), crate::checkpoint::StateError> {
-        r.nested(7)?;
+        r.nested(9)?;
         let total = self.perm.len();
         r.field("perm", &mut self.perm)?;
         if self.perm.len() != total {
@@ -292,6 +376,23 @@ impl crate::checkpoint::Persist for Subsampler {
                 self.perm.len()
             )));
         }
+        let mut drawn: Vec<DataIndex> = Vec::new();
+        r.field("drawn", &mut drawn)?;
+        r.field("in_perm", &mut self.in_perm)?;
+        if drawn.len() > total / 2 || drawn.iter().any(|&i| i as usize >= total) {
+            return Err(crate::checkpoint::StateError::Invalid(format!(
+                "a batch of {} indices below {total} drawn by rejection",
+                drawn.len()
+            )));
+        }
+        self.forget_drawn();
+        if !drawn.is_empty() && self.chosen.is_empty() {
+            self.chosen = vec![0; total.div_ceil(64)];
+        }
+        for &i in &drawn {
+            self.chosen[(i / 64) as usize] |= 1u64 << (i % 64);
+        }
+        self.drawn = drawn;
         r.field("targets", &mut self.targets)?;
         r.field("offset", &mut self.offset)?;
         r.field("ahead", &mut self.ahead)?;
@@ -302,6 +403,13 @@ impl crate::checkpoint::Persist for Subsampler {
         r.field("held", &mut self.held)?;
         Ok(())
     }
+}
+
+/// Whether bit i of the bitmap is set.
+#[inline]
+fn is_set(bits: &[u64], i: DataIndex) -> bool {
+    bits.get((i / 64) as usize)
+        .is_some_and(|w| w & (1u64 << (i % 64)) != 0)
 }
 
 /// Prefetch hint for `v[i]` (a no-op off x86-64).
@@ -503,6 +611,94 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Counts of each index over `reps` draws from `draw`, each within 5 binomial standard
+    /// deviations of reps·p; every draw is checked for repeats.
+    fn assert_each_index_drawn_with(
+        p: f64,
+        n_data: usize,
+        reps: usize,
+        mut draw: impl FnMut() -> Vec<DataIndex>,
+    ) {
+        let mut count = vec![0usize; n_data];
+        for _ in 0..reps {
+            let b = draw();
+            let mut sorted = b.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), b.len(), "draw has repeated indices: {b:?}");
+            for &i in &b {
+                count[i as usize] += 1;
+            }
+        }
+        let sd = (reps as f64 * p * (1.0 - p)).sqrt();
+        for (i, &c) in count.iter().enumerate() {
+            assert!(
+                (c as f64 - reps as f64 * p).abs() < 5.0 * sd,
+                "index {i}: {c} of {reps} draws, expected {}",
+                reps as f64 * p
+            );
+        }
+    }
+
+    /// A batch of more than N/2 (the Fisher–Yates path) and a growing batch that crosses N/2
+    /// (rejection, then the move into the permutation buffer): no repeats, and each increment
+    /// holds every index with the same probability.
+    #[test]
+    fn large_and_growing_batches_are_uniform_without_repeats() {
+        let (n_data, reps) = (10usize, 100_000usize);
+        let mut s = Subsampler::new(n_data);
+        let mut rng = crate::rng::stream(5, 0);
+        assert_each_index_drawn_with(0.7, n_data, reps, || s.draw(7, &mut rng).to_vec());
+        // 3 by rejection, then 4 more (crossing N/2 = 5), then the last 3.
+        let mut third = vec![0usize; n_data];
+        assert_each_index_drawn_with(0.4, n_data, reps, || {
+            let mut batch = s.batch_more(0, 3, &mut rng).to_vec();
+            let more = s.batch_more(3, 4, &mut rng).to_vec();
+            batch.extend(&more);
+            let last = s.batch_more(7, 3, &mut rng);
+            batch.extend(last);
+            for &i in last {
+                third[i as usize] += 1;
+            }
+            let mut all = batch.clone();
+            all.sort_unstable();
+            assert_eq!(
+                all,
+                (0..n_data as DataIndex).collect::<Vec<_>>(),
+                "{batch:?}"
+            );
+            more
+        });
+        let sd = (reps as f64 * 0.3 * 0.7).sqrt();
+        for &c in &third {
+            assert!((c as f64 - reps as f64 * 0.3).abs() < 5.0 * sd, "{third:?}");
+        }
+        // After a batch that moved into the buffer, a small batch is drawn by rejection again.
+        assert_each_index_drawn_with(0.2, n_data, reps, || s.draw(2, &mut rng).to_vec());
+    }
+
+    /// A subsampler restored from a checkpoint in the middle of a growing batch goes on with
+    /// the same indices as the original, by rejection and by the shuffle.
+    #[test]
+    fn a_restored_subsampler_draws_the_same_indices() {
+        let n_data = 1000;
+        let mut s = Subsampler::new(n_data);
+        let mut rng = crate::rng::stream(6, 0);
+        s.draw(300, &mut rng);
+        s.batch_more(0, 100, &mut rng);
+        let bytes = crate::checkpoint::to_bytes(&s).unwrap();
+        let mut restored = Subsampler::new(n_data);
+        crate::checkpoint::from_bytes(&mut restored, &bytes).unwrap();
+        let mut rng2 = rng.clone();
+        for (start, n) in [(100, 300), (400, 200), (0, 50)] {
+            assert_eq!(
+                s.batch_more(start, n, &mut rng).to_vec(),
+                restored.batch_more(start, n, &mut rng2).to_vec(),
+                "start {start}, n {n}"
+            );
         }
     }
 }
