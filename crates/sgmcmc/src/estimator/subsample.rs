@@ -45,7 +45,7 @@ pub enum MinibatchScheme {
 ///   whose cache misses and dirty lines cost a uniform SGLD iteration about a fifth of its
 ///   time (`docs/experiments/sgld_throughput.md`).
 /// - **a larger batch:** by a partial Fisher–Yates shuffle of a persistent permutation buffer
-///   (any arrangement of it is a valid starting point, so it is never reset). A batch that
+///   (any arrangement of it is a valid starting point, so a new batch shuffles it as it is). A batch that
 ///   grows past N/2 ([`Subsampler::batch_more`]) moves into the buffer once: its indices first,
 ///   then the others.
 ///
@@ -160,17 +160,16 @@ impl Subsampler {
         if n == self.perm.len() {
             return &self.perm;
         }
-        if self.reuse {
-            if self.held {
-                return self.held_batch(n);
-            }
-            self.held = true;
+        if !(self.reuse && self.held && self.held_len() >= n) {
+            // Every new batch discards a held one; this one is held while `reuse` is on.
+            match (self.scheme, self.with_replacement) {
+                (MinibatchScheme::Block, _) => self.draw_block(0, n, rng),
+                (MinibatchScheme::Uniform, true) => self.draw_with_replacement(n, rng),
+                (MinibatchScheme::Uniform, false) => self.draw_more(0, n, rng),
+            };
+            self.held = self.reuse;
         }
-        match (self.scheme, self.with_replacement) {
-            (MinibatchScheme::Block, _) => self.draw_block(0, n, rng),
-            (MinibatchScheme::Uniform, true) => self.draw_with_replacement(n, rng),
-            (MinibatchScheme::Uniform, false) => self.draw(n, rng),
-        }
+        self.held_batch(n)
     }
 
     /// A growing batch without repeats (the minibatch MH test's, reference §6.5): after
@@ -191,6 +190,7 @@ impl Subsampler {
         let total = self.perm.len();
         debug_assert!(start + n <= total);
         if start == 0 {
+            self.held = false;
             let offsets = self
                 .offsets_rng
                 .get_or_insert_with(|| ChainRng::seed_from_u64(rng.random::<u64>()));
@@ -222,7 +222,18 @@ impl Subsampler {
         self.unannounced = 0;
     }
 
-    /// The batch the last draw returned.
+    /// Length of the buffer [`Subsampler::held_batch`] reads.
+    fn held_len(&self) -> usize {
+        if self.with_replacement || self.scheme == MinibatchScheme::Block {
+            self.targets.len()
+        } else if self.in_perm {
+            self.perm.len()
+        } else {
+            self.drawn.len()
+        }
+    }
+
+    /// The batch the last draw returned (in full, from its first point).
     fn held_batch(&self, n: usize) -> &[DataIndex] {
         if self.with_replacement || self.scheme == MinibatchScheme::Block {
             &self.targets[..n]
@@ -236,6 +247,7 @@ impl Subsampler {
     /// n independent uniform indices in 0..N (with replacement), in `targets`.
     fn draw_with_replacement(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
         let total = self.perm.len() as u32;
+        self.held = false;
         self.targets.clear();
         self.targets
             .extend((0..n).map(|_| rng.random_range(0..total)));
@@ -253,7 +265,7 @@ impl Subsampler {
     }
 
     /// A uniform random subset of size `n` (in random order), without replacement. Requires
-    /// `n ≤ N`. Ignores the options of [`Subsampler::batch`].
+    /// `n ≤ N`. Ignores the options of [`Subsampler::batch`], and discards a held batch.
     #[inline]
     pub fn draw(&mut self, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
         self.draw_more(0, n, rng)
@@ -262,17 +274,24 @@ impl Subsampler {
     /// Grow a draw: after a draw of `start` points (`start` = 0: a new batch), `n` more,
     /// uniform without replacement among the other N − `start` (the minibatch MH test's
     /// growing batch, reference §6.5). Returns only the new points. Requires `start + n ≤ N`,
-    /// and `start` the size of the batch so far.
+    /// and `start` the size of the batch so far. A new batch discards a held one.
     #[inline]
     pub fn draw_more(&mut self, start: usize, n: usize, rng: &mut ChainRng) -> &[DataIndex] {
         let total = self.perm.len();
-        debug_assert!(start + n <= total);
+        assert!(start + n <= total, "{start} + {n} of {total} indices");
         if start == 0 {
+            self.held = false;
             self.forget_drawn();
-            self.in_perm = false;
+            // A new batch of more than N/2 is shuffled from the buffer as it is: any
+            // arrangement of it is a valid start.
+            self.in_perm = n > total / 2;
         }
+        assert!(
+            self.in_perm || self.drawn.len() == start,
+            "a batch of {} points goes on at {start}",
+            self.drawn.len()
+        );
         if !self.in_perm && start + n <= total / 2 {
-            debug_assert_eq!(self.drawn.len(), start, "the batch so far");
             self.draw_rejecting(n, rng);
             return &self.drawn[start..];
         }
@@ -343,9 +362,10 @@ impl Subsampler {
     }
 }
 
-/// The state between draws: the index buffer (each draw without replacement permutes it
-/// further, so the next draw depends on it: N indices, 4N bytes), the block offsets drawn
-/// ahead and their stream, the held batch. The options (scheme, replacement, reuse) are
+/// The state between draws: the index buffer (each batch of more than N/2 permutes it
+/// further, so the next such batch depends on it: N indices, 4N bytes), the batch drawn by
+/// rejection (its bitmap is rebuilt on load), the block offsets drawn ahead and their stream,
+/// the held batch. The options (scheme, replacement, reuse) are
 /// settings and are not saved.
 impl crate::checkpoint::Persist for Subsampler {
     fn save(&self, w: &mut crate::checkpoint::StateWriter) {
@@ -367,41 +387,83 @@ impl crate::checkpoint::Persist for Subsampler {
         &mut self,
         r: &mut crate::checkpoint::StateReader<'_>,
     ) -> Result<(), crate::checkpoint::StateError> {
+        use crate::checkpoint::StateError::Invalid;
         r.nested(9)?;
+        // Everything is read and checked before any of it replaces this subsampler's state.
         let total = self.perm.len();
-        r.field("perm", &mut self.perm)?;
-        if self.perm.len() != total {
-            return Err(crate::checkpoint::StateError::Invalid(format!(
+        let mut perm: Vec<DataIndex> = Vec::new();
+        r.field("perm", &mut perm)?;
+        if perm.len() != total {
+            return Err(Invalid(format!(
                 "a subsampler over {} data points, this chain's has {total}",
-                self.perm.len()
+                perm.len()
             )));
         }
-        let mut drawn: Vec<DataIndex> = Vec::new();
+        let mut seen = vec![0u64; total.div_ceil(64)];
+        if !perm.iter().all(|&i| set_once(&mut seen, i)) {
+            return Err(Invalid(format!(
+                "the index buffer is not a permutation of 0..{total}"
+            )));
+        }
+        let (mut drawn, mut in_perm) = (Vec::<DataIndex>::new(), false);
         r.field("drawn", &mut drawn)?;
-        r.field("in_perm", &mut self.in_perm)?;
-        if drawn.len() > total / 2 || drawn.iter().any(|&i| i as usize >= total) {
-            return Err(crate::checkpoint::StateError::Invalid(format!(
-                "a batch of {} indices below {total} drawn by rejection",
+        r.field("in_perm", &mut in_perm)?;
+        let mut chosen = vec![
+            0u64;
+            if drawn.is_empty() {
+                0
+            } else {
+                total.div_ceil(64)
+            }
+        ];
+        if drawn.len() > total / 2
+            || (in_perm && !drawn.is_empty())
+            || !drawn.iter().all(|&i| set_once(&mut chosen, i))
+        {
+            return Err(Invalid(format!(
+                "a batch of {} distinct indices below {total}, at most half of them, is drawn \
+                 by rejection",
                 drawn.len()
             )));
         }
-        self.forget_drawn();
-        if !drawn.is_empty() && self.chosen.is_empty() {
-            self.chosen = vec![0; total.div_ceil(64)];
-        }
-        for &i in &drawn {
-            self.chosen[(i / 64) as usize] |= 1u64 << (i % 64);
-        }
-        self.drawn = drawn;
-        r.field("targets", &mut self.targets)?;
-        r.field("offset", &mut self.offset)?;
-        r.field("ahead", &mut self.ahead)?;
-        r.field("unannounced", &mut self.unannounced)?;
+        let (mut targets, mut offset, mut ahead, mut unannounced) =
+            (Vec::new(), 0, VecDeque::new(), 0);
+        r.field("targets", &mut targets)?;
+        r.field("offset", &mut offset)?;
+        r.field("ahead", &mut ahead)?;
+        r.field("unannounced", &mut unannounced)?;
         let mut rng: Vec<ChainRng> = Vec::new();
         r.field("offsets_rng", &mut rng)?;
-        self.offsets_rng = rng.pop();
-        r.field("held", &mut self.held)?;
+        let mut held = false;
+        r.field("held", &mut held)?;
+        *self = Subsampler {
+            perm,
+            drawn,
+            chosen,
+            in_perm,
+            targets,
+            offset,
+            ahead,
+            unannounced,
+            offsets_rng: rng.pop(),
+            held,
+            with_replacement: self.with_replacement,
+            scheme: self.scheme,
+            reuse: self.reuse,
+        };
         Ok(())
+    }
+}
+
+/// Sets bit i of the bitmap; false if it was set already or lies outside it.
+fn set_once(bits: &mut [u64], i: DataIndex) -> bool {
+    let bit = 1u64 << (i % 64);
+    match bits.get_mut((i / 64) as usize) {
+        Some(word) if *word & bit == 0 => {
+            *word |= bit;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -680,25 +742,59 @@ mod tests {
         assert_each_index_drawn_with(0.2, n_data, reps, || s.draw(2, &mut rng).to_vec());
     }
 
-    /// A subsampler restored from a checkpoint in the middle of a growing batch goes on with
-    /// the same indices as the original, by rejection and by the shuffle.
+    /// A subsampler restored from a checkpoint goes on with the same indices as the original:
+    /// in the middle of a batch drawn by rejection, after a growing batch moved into the
+    /// (shuffled) index buffer, and with a batch held for reuse.
     #[test]
     fn a_restored_subsampler_draws_the_same_indices() {
         let n_data = 1000;
+        let restored = |s: &Subsampler| {
+            let mut r = Subsampler::new(n_data);
+            r.reuse_batch(s.reuse);
+            crate::checkpoint::from_bytes(&mut r, &crate::checkpoint::to_bytes(s).unwrap())
+                .unwrap();
+            r
+        };
         let mut s = Subsampler::new(n_data);
         let mut rng = crate::rng::stream(6, 0);
-        s.draw(300, &mut rng);
-        s.batch_more(0, 100, &mut rng);
-        let bytes = crate::checkpoint::to_bytes(&s).unwrap();
-        let mut restored = Subsampler::new(n_data);
-        crate::checkpoint::from_bytes(&mut restored, &bytes).unwrap();
-        let mut rng2 = rng.clone();
-        for (start, n) in [(100, 300), (400, 200), (0, 50)] {
-            assert_eq!(
-                s.batch_more(start, n, &mut rng).to_vec(),
-                restored.batch_more(start, n, &mut rng2).to_vec(),
-                "start {start}, n {n}"
-            );
+        s.draw(700, &mut rng); // more than N/2: the buffer is shuffled
+        s.batch_more(0, 100, &mut rng); // by rejection
+        for steps in [&[(100, 300), (400, 200)][..], &[(600, 100), (0, 50)][..]] {
+            let (mut r, mut rng2) = (restored(&s), rng.clone());
+            for &(start, n) in steps {
+                assert_eq!(
+                    s.batch_more(start, n, &mut rng).to_vec(),
+                    r.batch_more(start, n, &mut rng2).to_vec(),
+                    "start {start}, n {n}"
+                );
+            }
         }
+        s.reuse_batch(true);
+        let held = s.batch(30, &mut rng).to_vec();
+        let (mut r, mut rng2) = (restored(&s), rng.clone());
+        assert_eq!(r.batch(30, &mut rng2), &held[..], "the held batch");
+        assert_eq!(rng2, rng, "a held batch draws nothing");
+    }
+
+    /// A checkpoint whose batch repeats an index, or whose buffer is not a permutation, is
+    /// refused with an error.
+    #[test]
+    fn a_corrupt_checkpoint_is_refused() {
+        let mut s = Subsampler::new(10);
+        s.draw(3, &mut crate::rng::stream(7, 0));
+        let mut bad = s.clone();
+        bad.drawn[1] = bad.drawn[0];
+        let mut r = Subsampler::new(10);
+        let e = crate::checkpoint::from_bytes(&mut r, &crate::checkpoint::to_bytes(&bad).unwrap());
+        assert!(format!("{e:?}").contains("distinct"), "{e:?}");
+        let mut bad = s.clone();
+        bad.perm[1] = bad.perm[0];
+        let e = crate::checkpoint::from_bytes(&mut r, &crate::checkpoint::to_bytes(&bad).unwrap());
+        assert!(format!("{e:?}").contains("permutation"), "{e:?}");
+        assert_eq!(
+            r.drawn.len(),
+            0,
+            "a refused checkpoint leaves the state as it was"
+        );
     }
 }
