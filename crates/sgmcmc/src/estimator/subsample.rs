@@ -45,9 +45,9 @@ pub enum MinibatchScheme {
 ///   whose cache misses and dirty lines cost a uniform SGLD iteration about a fifth of its
 ///   time (`docs/experiments/sgld_throughput.md`).
 /// - **a larger batch:** by a partial Fisher–Yates shuffle of a persistent permutation buffer
-///   (any arrangement of it is a valid starting point, so a new batch shuffles it as it is). A batch that
-///   grows past N/2 ([`Subsampler::batch_more`]) moves into the buffer once: its indices first,
-///   then the others.
+///   (any arrangement of it is a valid starting point, so a new batch shuffles it as it is). A
+///   batch that grows past N/2 ([`Subsampler::batch_more`]) moves into the buffer once: its
+///   indices first, then the others.
 ///
 /// The swap targets are drawn first and the swaps done in a second pass that prefetches the
 /// permutation entries a few swaps ahead: the same random numbers and the same swaps as the
@@ -160,7 +160,7 @@ impl Subsampler {
         if n == self.perm.len() {
             return &self.perm;
         }
-        if !(self.reuse && self.held && self.held_len() >= n) {
+        if !(self.reuse && self.held && self.held_buffer().len() >= n) {
             // Every new batch discards a held one; this one is held while `reuse` is on.
             match (self.scheme, self.with_replacement) {
                 (MinibatchScheme::Block, _) => self.draw_block(0, n, rng),
@@ -169,7 +169,7 @@ impl Subsampler {
             };
             self.held = self.reuse;
         }
-        self.held_batch(n)
+        &self.held_buffer()[..n]
     }
 
     /// A growing batch without repeats (the minibatch MH test's, reference §6.5): after
@@ -222,25 +222,15 @@ impl Subsampler {
         self.unannounced = 0;
     }
 
-    /// Length of the buffer [`Subsampler::held_batch`] reads.
-    fn held_len(&self) -> usize {
+    /// The buffer whose first entries are the batch the last draw returned (from its first
+    /// point).
+    fn held_buffer(&self) -> &[DataIndex] {
         if self.with_replacement || self.scheme == MinibatchScheme::Block {
-            self.targets.len()
+            &self.targets
         } else if self.in_perm {
-            self.perm.len()
+            &self.perm
         } else {
-            self.drawn.len()
-        }
-    }
-
-    /// The batch the last draw returned (in full, from its first point).
-    fn held_batch(&self, n: usize) -> &[DataIndex] {
-        if self.with_replacement || self.scheme == MinibatchScheme::Block {
-            &self.targets[..n]
-        } else if self.in_perm {
-            &self.perm[..n]
-        } else {
-            &self.drawn[..n]
+            &self.drawn
         }
     }
 
@@ -321,9 +311,7 @@ impl Subsampler {
         for _ in 0..n {
             loop {
                 let i = rng.random_range(0..total);
-                let (word, bit) = (&mut self.chosen[(i / 64) as usize], 1u64 << (i % 64));
-                if *word & bit == 0 {
-                    *word |= bit;
+                if set_once(&mut self.chosen, i) {
                     self.drawn.push(i);
                     break;
                 }
@@ -365,8 +353,7 @@ impl Subsampler {
 /// The state between draws: the index buffer (each batch of more than N/2 permutes it
 /// further, so the next such batch depends on it: N indices, 4N bytes), the batch drawn by
 /// rejection (its bitmap is rebuilt on load), the block offsets drawn ahead and their stream,
-/// the held batch. The options (scheme, replacement, reuse) are
-/// settings and are not saved.
+/// the held batch. The options (scheme, replacement, reuse) are settings and are not saved.
 impl crate::checkpoint::Persist for Subsampler {
     fn save(&self, w: &mut crate::checkpoint::StateWriter) {
         w.nested(9);
@@ -456,6 +443,7 @@ impl crate::checkpoint::Persist for Subsampler {
 }
 
 /// Sets bit i of the bitmap; false if it was set already or lies outside it.
+#[inline]
 fn set_once(bits: &mut [u64], i: DataIndex) -> bool {
     let bit = 1u64 << (i % 64);
     match bits.get_mut((i / 64) as usize) {
