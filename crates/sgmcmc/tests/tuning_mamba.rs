@@ -748,8 +748,8 @@ const REFERENCE_RUNS: usize = 3;
 /// K = 3: rounds of 33, 11 and 3 arms), R = 10⁷ evaluations, thin 10, IMQ KSD of each round's
 /// draws. For each seed, MAMBA's winner is compared with the arm of least mean KSD when every
 /// arm runs [`REFERENCE_RUNS`] times, from the same start, for the winner's cumulative
-/// evaluations (each run on its own stream, thinned by 10). The choice must have the same batch size and a step at most one grid step
-/// away in at least 8 of the 10 seeds (the spec's 80 %).
+/// evaluations (each run on its own stream, thinned by 10). The choice must have the same batch
+/// size and a step at most one grid step away in at least 8 of the 10 seeds (the spec's 80 %).
 ///
 /// Scores: the control-variate surrogate (m = 100). For this model it is the exact score, not
 /// an approximation: ∇log p(xᵢ | θ) = xᵢ − θ, so Σ_S[∇ℓᵢ(θ) − ∇ℓᵢ(θ̂)] = m(θ̂ − θ) for any S,
@@ -767,10 +767,10 @@ const REFERENCE_RUNS: usize = 3;
 /// draws changed (rejection sampling, 2026-12-07) seeds 6 and 7 did (seed 7: 105.2 for 10 %
 /// at 10^−6 against 105.9 for 1 % at 10^−6, MAMBA's choice), and at seed 2 MAMBA's step was two
 /// grid steps from the reference's: 7 of 10 seeds agreed
-/// (docs/experiments/data/sgld_rejection/mamba_e2e_*.txt). So the
-/// reference is the mean KSD of [`REFERENCE_RUNS`] independent runs per arm, an estimate of the
-/// expected KSD at that budget, whose minimiser the spec's criterion is about. That is also
-/// why the spec asks 8 of 10 and not 10 of 10.
+/// (docs/experiments/data/sgld_rejection/mamba_e2e_*.txt). So the reference is the mean KSD of
+/// [`REFERENCE_RUNS`] independent runs per arm, an estimate of the expected KSD at that budget,
+/// whose minimiser the spec's criterion is about. That is also why the spec asks 8 of 10 and
+/// not 10 of 10.
 #[test]
 fn mamba_picks_the_arm_with_the_least_ksd_at_its_budget() {
     use rayon::prelude::*;
