@@ -512,3 +512,45 @@ fn regression_without_targets_is_an_error() {
     assert!(Normal::new(NoiseModel::Fixed { variance: 0.0 }).is_err());
     assert!(NormalPrior::new(-1.0).is_err());
 }
+
+/// Rows stored as f32 give the gradient, to the bit, of the same values stored as f64 (f32
+/// rows are converted once per chunk and summed from the converted copy; f64 rows are read
+/// twice), for scattered rows, a block of consecutive rows and every row, and for widths with
+/// a short, a full, a partial and more than three panels of eight.
+#[test]
+fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let n = 1_000;
+    for d in [3, 8, 10, 17, 40] {
+        let w: Vec<f64> = (0..d).map(|j| 0.4 - 0.07 * j as f64).collect();
+        let (x, y) = logistic_data(31 + d as u64, n, &w, 0.2);
+        // Values an f32 holds exactly, so both storages hold the same numbers.
+        let x: Vec<f64> = x.iter().map(|&v| f64::from(v as f32)).collect();
+        let model = |as_f32| {
+            let data = dataset(x.clone(), d, Some(y.clone()), as_f32);
+            LogisticRegression::new(data, Bernoulli, NormalPrior::new(2.5).unwrap(), true).unwrap()
+        };
+        let (single, double) = (model(true), model(false));
+        let scattered: Vec<DataIndex> = (0..300).map(|k| (k * 7919 % n) as DataIndex).collect();
+        let block: Vec<DataIndex> = (400..700).collect();
+        let all: Vec<DataIndex> = (0..n as DataIndex).collect();
+        let theta = random_theta(7, d + 1, 0.8);
+        for (name, batch) in [("scattered", &scattered), ("block", &block), ("all", &all)] {
+            let grads = |m: &LogisticRegression| {
+                let mut g = vec![0.0; d + 1];
+                m.add_grad_log_lik(&theta, batch, 1.5, &mut g, &mut Scratch::new());
+                let mut h = vec![0.0; d + 1];
+                let l = m.log_lik_and_add_grad(&theta, batch, 1.5, &mut h, &mut Scratch::new());
+                (g, h, l)
+            };
+            let ((g32, h32, l32), (g64, h64, l64)) = (grads(&single), grads(&double));
+            assert_eq!(bits(&g32), bits(&g64), "d = {d}, {name}: gradient");
+            assert_eq!(bits(&h32), bits(&h64), "d = {d}, {name}: fused gradient");
+            assert_eq!(
+                l32.to_bits(),
+                l64.to_bits(),
+                "d = {d}, {name}: log-likelihood"
+            );
+        }
+    }
+}

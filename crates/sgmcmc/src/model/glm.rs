@@ -17,6 +17,7 @@ use crate::data::{
 use crate::rng::ChainRng;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use std::cell::Cell;
 
 /// [`Family::log_lik_tile`] element by element with [`Family::log_lik`] (its default, and the
 /// fallback of families that vectorise only some of their links).
@@ -459,7 +460,7 @@ impl<F: Family> Glm<F> {
     /// ([`row_kernels::add_weighted_rows`]; the rows are still in L1). The same bits on every
     /// CPU, and for a block of consecutive rows as for the same indices scattered. A chunk of
     /// consecutive rows is read by address, and prefetches the next chunk's rows; any other
-    /// chunk prefetches the rows of `batch` a few places ahead.
+    /// chunk prefetches the next chunk of `batch`, paced through its own two passes.
     fn grad_dense<T: RowElement, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
@@ -480,6 +481,8 @@ impl<F: Family> Glm<F> {
         let rows = x.as_slice();
         let mut z = [0.0f64; CHUNK_ROWS];
         let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
+        // Scattered rows: positions in `batch` prefetched so far.
+        let prefetched = Cell::new(0);
         let mut sum_r = 0.0;
         let mut total = 0.0;
         for (c, idx) in batch.chunks(CHUNK_ROWS).enumerate() {
@@ -511,8 +514,28 @@ impl<F: Family> Glm<F> {
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
                 self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false)
             } else {
-                let ahead = ROW_PREFETCH_DISTANCE;
-                let hint = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+                // Scattered rows: this chunk's rows first, if no earlier chunk prefetched them
+                // (the batch's first chunk)...
+                let (base, end) = (
+                    c * CHUNK_ROWS,
+                    (c * CHUNK_ROWS + idx.len()).min(batch.len()),
+                );
+                for j in prefetched.get()..end {
+                    self.prefetch_at(x, batch, j);
+                }
+                prefetched.set(prefetched.get().max(end));
+                // ... then one row of the next chunk for every two rows read, in either pass
+                // over this chunk (its dot products, then its weighted sum): the next rows
+                // load evenly through this chunk's arithmetic.
+                let last = (base + 2 * CHUNK_ROWS).min(batch.len());
+                let hint = |_: usize, count: usize| {
+                    let from = prefetched.get();
+                    let to = (from + count.div_ceil(2)).min(last);
+                    for j in from..to {
+                        self.prefetch_at(x, batch, j);
+                    }
+                    prefetched.set(to.max(from));
+                };
                 let picked = Gathered::new(rows, d, idx, hint);
                 self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, true)
             };
@@ -747,7 +770,11 @@ impl<F: Family> Glm<F> {
             .enumerate()
         {
             let ahead = ROW_PREFETCH_DISTANCE;
-            let hint = |k: usize| self.prefetch_at(x, batch, c * CHUNK_ROWS + k + ahead);
+            let hint = |k: usize, count: usize| {
+                for j in k..k + count {
+                    self.prefetch_at(x, batch, c * CHUNK_ROWS + j + ahead);
+                }
+            };
             let picked = Gathered::new(x.as_slice(), x.cols(), idx, hint);
             row_kernels::dots(isa, &picked, w, b, z);
         }

@@ -80,13 +80,22 @@ pub(crate) unsafe trait RowSource<T> {
     /// # Safety
     /// `k < self.rows()`.
     unsafe fn row(&self, k: usize) -> *const T;
-    /// Called just before row k is first read: a hint to start loading later rows.
-    fn prefetch(&self, k: usize);
+    /// Called just before rows k … k + count − 1 are first read: a hint to start loading
+    /// later rows.
+    fn prefetch_rows(&self, k: usize, count: usize);
+    /// Called while the weighted sum reads rows k … k + count − 1 again (a second pass, after
+    /// [`dots`]): a hint to start loading later rows, spread over both passes. None by
+    /// default.
+    #[inline(always)]
+    fn prefetch_in_sum(&self, k: usize, count: usize) {
+        let _ = (k, count);
+    }
 }
 
 /// Consecutive rows of one slice (a block minibatch, a full pass): row k at `k·d`. With
-/// [`Self::prefetch_ahead`], reading row k prefetches the row `ahead` places later, which may
-/// lie past the slice (a prefetch is only a hint and never faults).
+/// [`Self::prefetch_ahead`], reading rows k … k + c − 1 prefetches the cache lines of the rows
+/// `ahead` places later, which may lie past the slice (a prefetch is only a hint and never
+/// faults).
 pub(crate) struct Strided<'a, T> {
     rows: &'a [T],
     n: usize,
@@ -139,16 +148,26 @@ unsafe impl<T> RowSource<T> for Strided<'_, T> {
     }
 
     #[inline(always)]
-    fn prefetch(&self, k: usize) {
-        if k + self.ahead < self.within {
-            let first = self.rows.as_ptr().wrapping_add((k + self.ahead) * self.d);
-            prefetch_span(first.cast(), self.d * std::mem::size_of::<T>());
+    fn prefetch_rows(&self, k: usize, count: usize) {
+        let (lo, hi) = (k + self.ahead, (k + count + self.ahead).min(self.within));
+        if lo < hi {
+            // Each line of the rows once: from the line of the first byte to that of the last.
+            let size = std::mem::size_of::<T>();
+            let first = self.rows.as_ptr().wrapping_add(lo * self.d).cast::<i8>();
+            let bytes = (hi - lo) * self.d * size;
+            let mut line = first.wrapping_sub(first as usize % LINE_BYTES);
+            let last = first.wrapping_add(bytes.saturating_sub(1));
+            while line <= last {
+                prefetch_line(line);
+                line = line.wrapping_add(LINE_BYTES);
+            }
         }
     }
 }
 
 /// Rows of a matrix picked by index: row k is row `idx[k]` of `data` (every index checked
-/// when the source is built); `prefetch(k)` calls the given hint.
+/// when the source is built); `prefetch_rows(k, c)` and `prefetch_in_sum(k, c)` call the given
+/// hint with (k, c).
 pub(crate) struct Gathered<'a, T, P> {
     data: &'a [T],
     d: usize,
@@ -156,8 +175,9 @@ pub(crate) struct Gathered<'a, T, P> {
     hint: P,
 }
 
-impl<'a, T, P: Fn(usize)> Gathered<'a, T, P> {
-    /// Rows `idx` of the row-major `data` (rows of `d` elements), with `hint(k)` before row k.
+impl<'a, T, P: Fn(usize, usize)> Gathered<'a, T, P> {
+    /// Rows `idx` of the row-major `data` (rows of `d` elements), with `hint(k, c)` before
+    /// rows k … k + c − 1 are read (in either pass).
     /// Panics if an index is out of range (with d = 0 every row is empty, and any index
     /// reads nothing).
     pub(crate) fn new(data: &'a [T], d: usize, idx: &'a [DataIndex], hint: P) -> Self {
@@ -173,7 +193,7 @@ impl<'a, T, P: Fn(usize)> Gathered<'a, T, P> {
 
 // SAFETY: `new` checked every index i against the data (i < data.len() / d, so rows i·d ..
 // (i + 1)·d are inside it), and row(k) is row idx[k].
-unsafe impl<T, P: Fn(usize)> RowSource<T> for Gathered<'_, T, P> {
+unsafe impl<T, P: Fn(usize, usize)> RowSource<T> for Gathered<'_, T, P> {
     #[inline(always)]
     fn rows(&self) -> usize {
         self.idx.len()
@@ -194,31 +214,35 @@ unsafe impl<T, P: Fn(usize)> RowSource<T> for Gathered<'_, T, P> {
     }
 
     #[inline(always)]
-    fn prefetch(&self, k: usize) {
-        (self.hint)(k);
+    fn prefetch_rows(&self, k: usize, count: usize) {
+        (self.hint)(k, count);
+    }
+
+    #[inline(always)]
+    fn prefetch_in_sum(&self, k: usize, count: usize) {
+        (self.hint)(k, count);
     }
 }
 
-/// Prefetch the cache lines holding the first and the last byte of `len` bytes at `first`
-/// (a row of up to two lines).
+/// Bytes per cache line.
+const LINE_BYTES: usize = 64;
+
+/// Prefetch the cache line holding `p`.
 #[inline(always)]
-pub(crate) fn prefetch_span(first: *const i8, len: usize) {
+fn prefetch_line(p: *const i8) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
         // SAFETY: a prefetch is only a hint; it never faults or reads memory into the program.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(first);
-            _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(len.saturating_sub(1)));
-        }
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (first, len);
+    let _ = p;
 }
 
 /// `z[k] = row kᵀw + b` for k < z.len() (the dot rule of the module docs), calling
-/// `rows.prefetch(k)` before row k is read. Panics unless the rows have w.len() elements and
-/// there are at least z.len() of them.
+/// `rows.prefetch_rows` before rows are read (per group of eight). Panics unless the rows have
+/// w.len() elements and there are at least z.len() of them.
 #[inline]
 pub(crate) fn dots<T: RowElement, R: RowSource<T>>(
     isa: Isa,
@@ -273,23 +297,45 @@ unsafe fn dots_body<L: Lanes, T: RowElement, R: RowSource<T>>(
     z: &mut [f64],
 ) {
     let d = w.len();
-    // A literal panel count for the common widths, so that the panel loops unroll and w
-    // stays in registers. SAFETY (every arm): forwarded from the caller.
-    match d / LANES {
-        0 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 0) },
-        1 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 1) },
-        2 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 2) },
-        3 => unsafe { dots_rows::<L, T, R>(rows, w, b, z, 3) },
-        panels => unsafe { dots_rows::<L, T, R>(rows, w, b, z, panels) },
+    // A literal panel count and tail for the common widths, so that the panel loops unroll, w
+    // stays in registers and no row tests its shape. SAFETY (every arm): forwarded from the
+    // caller.
+    match (d / LANES, tail_of(d)) {
+        (0, TAIL_SHORT) => unsafe { dots_rows::<L, T, R, TAIL_SHORT>(rows, w, b, z, 0) },
+        (0, _) => unsafe { dots_rows::<L, T, R, TAIL_NONE>(rows, w, b, z, 0) },
+        (1, TAIL_NONE) => unsafe { dots_rows::<L, T, R, TAIL_NONE>(rows, w, b, z, 1) },
+        (1, _) => unsafe { dots_rows::<L, T, R, TAIL_HIGH>(rows, w, b, z, 1) },
+        (2, TAIL_NONE) => unsafe { dots_rows::<L, T, R, TAIL_NONE>(rows, w, b, z, 2) },
+        (2, _) => unsafe { dots_rows::<L, T, R, TAIL_HIGH>(rows, w, b, z, 2) },
+        (3, TAIL_NONE) => unsafe { dots_rows::<L, T, R, TAIL_NONE>(rows, w, b, z, 3) },
+        (3, _) => unsafe { dots_rows::<L, T, R, TAIL_HIGH>(rows, w, b, z, 3) },
+        (panels, TAIL_NONE) => unsafe { dots_rows::<L, T, R, TAIL_NONE>(rows, w, b, z, panels) },
+        (panels, _) => unsafe { dots_rows::<L, T, R, TAIL_HIGH>(rows, w, b, z, panels) },
     }
 }
 
-/// [`dots_body`] with d / 8 full panels.
+/// A row's last d mod 8 features (module docs): none (d a multiple of 8), ...
+const TAIL_NONE: u8 = 0;
+/// ... the high lanes of the last eight features (d > 8), ...
+const TAIL_HIGH: u8 = 1;
+/// ... or the d features of a short row (d < 8), in lanes 0 … d − 1.
+const TAIL_SHORT: u8 = 2;
+
+/// The tail of a row of d features.
+fn tail_of(d: usize) -> u8 {
+    match (d % LANES, d > LANES) {
+        (0, _) => TAIL_NONE,
+        (_, true) => TAIL_HIGH,
+        (_, false) => TAIL_SHORT,
+    }
+}
+
+/// [`dots_body`] with d / 8 full panels and the tail `TAIL` (which must be `tail_of(d)`).
 ///
 /// # Safety
 /// As [`dots_body`].
 #[inline(always)]
-unsafe fn dots_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
+unsafe fn dots_rows<L: Lanes, T: RowElement, R: RowSource<T>, const TAIL: u8>(
     rows: &R,
     w: &[f64],
     b: f64,
@@ -297,19 +343,19 @@ unsafe fn dots_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
     panels: usize,
 ) {
     let d = w.len();
+    debug_assert_eq!(tail_of(d), TAIL);
     let wp = w.as_ptr();
     // (Plain loops, not closures or `array::from_fn`: those would not inherit the CPU
     // features, and the intrinsics inside them would become calls.)
     let done = z.len() - z.len() % LANES;
     for (g, zg) in z[..done].chunks_exact_mut(LANES).enumerate() {
+        rows.prefetch_rows(g * LANES, LANES);
         // SAFETY: the CPU features are the caller's.
         let mut accs = [unsafe { L::zero() }; LANES];
         for (i, a) in accs.iter_mut().enumerate() {
-            let k = g * LANES + i;
-            rows.prefetch(k);
-            // SAFETY: k < z.len() ≤ rows.rows(), rows and w have length d; the CPU features
-            // are the caller's.
-            *a = unsafe { dot_lanes::<L, T>(rows.row(k), wp, d, panels) };
+            // SAFETY: g·8 + i < z.len() ≤ rows.rows(), rows and w have length d; the CPU
+            // features are the caller's.
+            *a = unsafe { dot_lanes::<L, T, TAIL>(rows.row(g * LANES + i), wp, d, panels) };
         }
         // SAFETY: the CPU features are the caller's.
         let sums = unsafe { L::tree_sums(accs) };
@@ -318,24 +364,24 @@ unsafe fn dots_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
         }
     }
     for (k, zk) in z.iter_mut().enumerate().skip(done) {
-        rows.prefetch(k);
+        rows.prefetch_rows(k, 1);
         // SAFETY: as above.
-        *zk = unsafe { dot_lanes::<L, T>(rows.row(k), wp, d, panels).tree_sum() } + b;
+        *zk = unsafe { dot_lanes::<L, T, TAIL>(rows.row(k), wp, d, panels).tree_sum() } + b;
     }
 }
 
 /// The lanes of the dot rule (module docs) for one row, before the tree.
 ///
 /// # Safety
-/// `x` and `wp` must point to d readable elements; the CPU features are the caller's.
+/// `x` and `wp` must point to d readable elements, `TAIL` be `tail_of(d)`; the CPU features
+/// are the caller's.
 #[inline(always)]
-unsafe fn dot_lanes<L: Lanes, T: RowElement>(
+unsafe fn dot_lanes<L: Lanes, T: RowElement, const TAIL: u8>(
     x: *const T,
     wp: *const f64,
     d: usize,
     panels: usize,
 ) -> L {
-    let m = d % LANES;
     // SAFETY: every load reads a panel of the module docs, inside the row and w.
     unsafe {
         let mut acc = L::zero();
@@ -347,15 +393,19 @@ unsafe fn dot_lanes<L: Lanes, T: RowElement>(
                 acc,
             );
         }
-        if m > 0 {
-            acc = if d > LANES {
+        match TAIL {
+            TAIL_HIGH => {
                 let (xt, wt) = (x.add(d - LANES), wp.add(d - LANES));
-                L::mul_add_high(T::load::<L>(xt, LANES), L::load_f64(wt, LANES), acc, m)
-            } else {
-                L::mul_add(T::load::<L>(x, d), L::load_f64(wp, d), acc)
-            };
+                L::mul_add_high(
+                    T::load::<L>(xt, LANES),
+                    L::load_f64(wt, LANES),
+                    acc,
+                    d % LANES,
+                )
+            }
+            TAIL_SHORT => L::mul_add(T::load::<L>(x, d), L::load_f64(wp, d), acc),
+            _ => acc,
         }
-        acc
     }
 }
 
@@ -417,31 +467,130 @@ unsafe fn weighted_body<L: Lanes, T: RowElement, R: RowSource<T>>(
     r: &[f64],
     g: &mut [f64],
 ) -> f64 {
-    // A literal panel count, as in `dots_body`. SAFETY (every arm): forwarded from the caller.
-    match g.len() / LANES {
-        0 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 0) },
-        1 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 1) },
-        2 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 2) },
-        3 => unsafe { weighted_rows::<L, T, R>(rows, r, g, 3) },
-        panels => unsafe { weighted_rows::<L, T, R>(rows, r, g, panels) },
+    let d = g.len();
+    // A literal panel count and tail, as in `dots_body`; up to three panels (d < 32) in one
+    // pass over the rows. SAFETY (every arm): forwarded from the caller.
+    unsafe {
+        match (d / LANES, tail_of(d)) {
+            (0, TAIL_SHORT) => weighted_fused::<L, T, R, TAIL_SHORT>(rows, r, g, 0),
+            (0, _) => weighted_fused::<L, T, R, TAIL_NONE>(rows, r, g, 0),
+            (1, TAIL_NONE) => weighted_fused::<L, T, R, TAIL_NONE>(rows, r, g, 1),
+            (1, _) => weighted_fused::<L, T, R, TAIL_HIGH>(rows, r, g, 1),
+            (2, TAIL_NONE) => weighted_fused::<L, T, R, TAIL_NONE>(rows, r, g, 2),
+            (2, _) => weighted_fused::<L, T, R, TAIL_HIGH>(rows, r, g, 2),
+            (3, TAIL_NONE) => weighted_fused::<L, T, R, TAIL_NONE>(rows, r, g, 3),
+            (3, _) => weighted_fused::<L, T, R, TAIL_HIGH>(rows, r, g, 3),
+            (panels, _) => weighted_by_panel::<L, T, R>(rows, r, g, panels),
+        }
+        sum_of::<L>(r)
     }
 }
 
-/// [`weighted_body`] with d / 8 full panels.
+/// Panels whose weighted sums [`weighted_fused`] accumulates in one pass over the rows.
+const FUSED_PANELS: usize = 3;
+
+/// The weighted-sum rule for d / 8 = `panels` ≤ [`FUSED_PANELS`] full panels and the tail
+/// `TAIL` (`tail_of(d)`), every panel's accumulators in one pass over the rows: each row is
+/// read once, and the (panels + 1) · 4 accumulators are independent chains of fused
+/// multiply-adds. Each accumulator takes the same rows in the same order as
+/// [`weighted_by_panel`]'s, so the bits are the same.
 ///
 /// # Safety
-/// As [`weighted_body`].
+/// As [`weighted_body`], and `panels` ≤ [`FUSED_PANELS`].
 #[inline(always)]
-unsafe fn weighted_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
+unsafe fn weighted_fused<L: Lanes, T: RowElement, R: RowSource<T>, const TAIL: u8>(
     rows: &R,
     r: &[f64],
     g: &mut [f64],
     panels: usize,
-) -> f64 {
+) {
     let d = g.len();
     let n = r.len();
-    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row k < n or of g (length d) or
-    // k0..k0 + min(8, n − k0) of r; the rows are the caller's, as are the CPU features.
+    debug_assert!(panels <= FUSED_PANELS && tail_of(d) == TAIL);
+    // SAFETY: every load reads a panel of the module docs inside a row k < n (rows are the
+    // caller's) or g; r[k] is in range; the CPU features are the caller's.
+    unsafe {
+        // acc[q][p]: panel q (the tail is panel `panels`), rows k ≡ p (mod 4).
+        let mut acc = [[L::zero(); PHASES]; FUSED_PANELS + 1];
+        let mut k = 0;
+        while k + PHASES <= n {
+            rows.prefetch_in_sum(k, PHASES);
+            for p in 0..PHASES {
+                weighted_row::<L, T, TAIL>(&mut acc, rows.row(k + p), r[k + p], d, panels, p);
+            }
+            k += PHASES;
+        }
+        if k < n {
+            rows.prefetch_in_sum(k, n - k);
+        }
+        for p in 0..n - k {
+            weighted_row::<L, T, TAIL>(&mut acc, rows.row(k + p), r[k + p], d, panels, p);
+        }
+        let gp = g.as_mut_ptr();
+        for (q, a) in acc.iter().enumerate().take(panels) {
+            let sum = L::add(L::add(a[0], a[1]), L::add(a[2], a[3]));
+            let gq = gp.add(q * LANES);
+            L::add(L::load_f64(gq, LANES), sum).store(gq, LANES);
+        }
+        let a = &acc[panels];
+        let sum = L::add(L::add(a[0], a[1]), L::add(a[2], a[3]));
+        match TAIL {
+            TAIL_HIGH => {
+                let gt = gp.add(d - LANES);
+                L::add(L::load_f64(gt, LANES), sum).store_high(gt, d % LANES);
+            }
+            TAIL_SHORT => L::add(L::load_f64(gp, d), sum).store(gp, d),
+            _ => {}
+        }
+    }
+}
+
+/// One row's fused multiply-adds r·x + acc[q][phase] for each panel q of [`weighted_fused`].
+///
+/// # Safety
+/// `x` points to d readable elements; as [`weighted_fused`].
+#[inline(always)]
+unsafe fn weighted_row<L: Lanes, T: RowElement, const TAIL: u8>(
+    acc: &mut [[L; PHASES]; FUSED_PANELS + 1],
+    x: *const T,
+    r: f64,
+    d: usize,
+    panels: usize,
+    phase: usize,
+) {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let rk = L::splat(r);
+        for (q, a) in acc.iter_mut().enumerate().take(panels) {
+            a[phase] = L::mul_add(rk, T::load::<L>(x.add(q * LANES), LANES), a[phase]);
+        }
+        let a = &mut acc[panels][phase];
+        match TAIL {
+            TAIL_HIGH => {
+                let xt = T::load::<L>(x.add(d - LANES), LANES);
+                *a = L::mul_add_high(rk, xt, *a, d % LANES);
+            }
+            TAIL_SHORT => *a = L::mul_add(rk, T::load::<L>(x, d), *a),
+            _ => {}
+        }
+    }
+}
+
+/// The weighted-sum rule panel by panel (one pass over the rows per panel), for rows of
+/// more than [`FUSED_PANELS`] panels.
+///
+/// # Safety
+/// As [`weighted_body`].
+#[inline(always)]
+unsafe fn weighted_by_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
+    r: &[f64],
+    g: &mut [f64],
+    panels: usize,
+) {
+    let d = g.len();
+    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row k < r.len() or of g (length
+    // d); the rows are the caller's, as are the CPU features.
     unsafe {
         let m = d % LANES;
         for p in 0..panels {
@@ -460,6 +609,18 @@ unsafe fn weighted_rows<L: Lanes, T: RowElement, R: RowSource<T>>(
             let gp = g.as_mut_ptr();
             L::add(L::load_f64(gp, d), sum).store(gp, d);
         }
+    }
+}
+
+/// Σₖ r[k] by the module docs' rule: r[k] into lane k mod 8 by additions, then the tree.
+///
+/// # Safety
+/// The CPU features are the caller's.
+#[inline(always)]
+unsafe fn sum_of<L: Lanes>(r: &[f64]) -> f64 {
+    let n = r.len();
+    // SAFETY: each load reads k0..min(k0 + 8, n) of r; the CPU features are the caller's.
+    unsafe {
         let mut acc = L::zero();
         for k0 in (0..n).step_by(LANES) {
             acc = L::add(acc, L::load_f64(r.as_ptr().add(k0), n - k0));
@@ -519,7 +680,7 @@ mod tests {
 
     fn check_paths<T: RowElement>(conv: impl Fn(f64) -> T + Copy) {
         let paths = Isa::available();
-        for d in [1, 2, 7, 8, 9, 10, 16, 17, 31] {
+        for d in [1, 2, 7, 8, 9, 10, 16, 17, 31, 40, 41] {
             for n in [0, 1, 3, 4, 5, 13, 64] {
                 let x = rows_of(n, d, conv);
                 let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.11 * j as f64).collect();
@@ -537,7 +698,7 @@ mod tests {
                     })
                     .collect();
                 let idx: Vec<DataIndex> = (0..n as DataIndex).map(|k| 2 * k + 1).collect();
-                let gathered = Gathered::new(&spread, d, &idx, |_| {});
+                let gathered = Gathered::new(&spread, d, &idx, |_, _| {});
                 let mut results = Vec::new();
                 for &isa in &paths {
                     let mut z = vec![0.0; n];
@@ -608,7 +769,7 @@ mod tests {
     #[should_panic(expected = "row index 3 out of range")]
     fn gathered_rows_refuse_an_index_past_the_data() {
         let data = [0.0f64; 6];
-        let _ = Gathered::new(&data, 2, &[0, 3, 1], |_| {});
+        let _ = Gathered::new(&data, 2, &[0, 3, 1], |_, _| {});
     }
 
     #[test]
@@ -616,6 +777,40 @@ mod tests {
     fn strided_rows_refuse_a_slice_of_another_length() {
         let data = [0.0f64; 6];
         let _ = Strided::new(&data, 4, 2);
+    }
+
+    /// The weighted sum on every path is the module docs' rule, to the bit: per feature, four
+    /// accumulators take the rows k ≡ 0, 1, 2, 3 (mod 4) by fused multiply-adds in increasing
+    /// k, then g += (A₀+A₁) + (A₂+A₃); Σ r by lanes k mod 8 and the tree. Eleven rows of ten
+    /// features: a full panel, a tail panel and three rows after the last group of four.
+    #[test]
+    fn the_weighted_sum_is_the_documented_rule() {
+        let (n, d) = (11, 10);
+        let x = rows_of(n, d, |v| v);
+        let r: Vec<f64> = (0..n)
+            .map(|k| (k as f64 * 0.37).sin() * 10f64.powi(k as i32 % 5 - 2))
+            .collect();
+        let mut want = vec![0.5; d];
+        for (j, wj) in want.iter_mut().enumerate() {
+            let mut a = [0.0f64; PHASES];
+            for k in 0..n {
+                a[k % PHASES] = r[k].mul_add(x[k * d + j], a[k % PHASES]);
+            }
+            *wj += (a[0] + a[1]) + (a[2] + a[3]);
+        }
+        let mut lanes = [0.0f64; LANES];
+        for (k, rk) in r.iter().enumerate() {
+            lanes[k % LANES] += rk;
+        }
+        let l = lanes;
+        let want_sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for isa in Isa::available() {
+            let mut g = vec![0.5; d];
+            let sum = add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g);
+            assert_eq!(bits(&g), bits(&want), "{isa:?} weighted sum");
+            assert_eq!(sum.to_bits(), want_sum.to_bits(), "{isa:?} sum of r");
+        }
     }
 
     #[test]
