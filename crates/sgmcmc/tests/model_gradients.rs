@@ -513,10 +513,10 @@ fn regression_without_targets_is_an_error() {
     assert!(NormalPrior::new(-1.0).is_err());
 }
 
-/// Rows stored as f32 give the gradient, to the bit, of the same values stored as f64 (f32
-/// rows are converted once per chunk and summed from the converted copy; f64 rows are read
-/// twice), for scattered rows, a block of consecutive rows and every row, and for widths with
-/// a short, a full, a partial and more than three panels of eight.
+/// Rows stored as f32 give the gradient, to the bit, of the same values stored as f64 (a guard
+/// for any path that treats f32 rows on their own, such as a buffer of converted rows), for
+/// scattered rows, a block of consecutive rows and every row, and for widths with a short, a
+/// full, a partial and more than three panels of eight.
 #[test]
 fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

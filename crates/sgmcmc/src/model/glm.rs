@@ -515,12 +515,12 @@ impl<F: Family> Glm<F> {
                 self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false)
             } else {
                 // Scattered rows: this chunk's rows first, if no earlier chunk prefetched them
-                // (the batch's first chunk)...
+                // (the batch's first chunk, or the first after consecutive ones)...
                 let (base, end) = (
                     c * CHUNK_ROWS,
                     (c * CHUNK_ROWS + idx.len()).min(batch.len()),
                 );
-                for j in prefetched.get()..end {
+                for j in prefetched.get().max(base)..end {
                     self.prefetch_at(x, batch, j);
                 }
                 prefetched.set(prefetched.get().max(end));

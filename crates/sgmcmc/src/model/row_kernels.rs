@@ -595,17 +595,19 @@ unsafe fn weighted_by_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
         let m = d % LANES;
         for p in 0..panels {
             let j0 = p * LANES;
-            let sum = weighted_panel::<L, T, R>(rows, r, j0, LANES, |a, b, c| L::mul_add(a, b, c));
+            let mul_add = |a, b, c| L::mul_add(a, b, c);
+            // The prefetch hints go with the first pass over the rows.
+            let sum = weighted_panel::<L, T, R>(rows, r, j0, LANES, p == 0, mul_add);
             let gp = g.as_mut_ptr().add(j0);
             L::add(L::load_f64(gp, LANES), sum).store(gp, LANES);
         }
         if m > 0 && d > LANES {
             let mul_add = |a, b, c| L::mul_add_high(a, b, c, m);
-            let sum = weighted_panel::<L, T, R>(rows, r, d - LANES, LANES, mul_add);
+            let sum = weighted_panel::<L, T, R>(rows, r, d - LANES, LANES, false, mul_add);
             let gp = g.as_mut_ptr().add(d - LANES);
             L::add(L::load_f64(gp, LANES), sum).store_high(gp, m);
         } else if m > 0 {
-            let sum = weighted_panel::<L, T, R>(rows, r, 0, d, |a, b, c| L::mul_add(a, b, c));
+            let sum = weighted_panel::<L, T, R>(rows, r, 0, d, true, |a, b, c| L::mul_add(a, b, c));
             let gp = g.as_mut_ptr();
             L::add(L::load_f64(gp, d), sum).store(gp, d);
         }
@@ -630,7 +632,8 @@ unsafe fn sum_of<L: Lanes>(r: &[f64]) -> f64 {
 }
 
 /// (A₀+A₁) + (A₂+A₃) for one panel: the `len` elements from `j0` of every row, with
-/// `mul_add` (all lanes, or only a tail's).
+/// `mul_add` (all lanes, or only a tail's); with `pace`, the rows' prefetch hints
+/// ([`RowSource::prefetch_in_sum`]) per four rows.
 ///
 /// # Safety
 /// `rows.row(k) + j0 … + len` must be readable for every k < r.len() (so r.len() ≤
@@ -641,6 +644,7 @@ unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
     r: &[f64],
     j0: usize,
     len: usize,
+    pace: bool,
     mul_add: impl Fn(L, L, L) -> L,
 ) -> L {
     let n = r.len();
@@ -649,11 +653,17 @@ unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
         let mut acc = [L::zero(); PHASES];
         let mut k = 0;
         while k + PHASES <= n {
+            if pace {
+                rows.prefetch_in_sum(k, PHASES);
+            }
             for (p, a) in acc.iter_mut().enumerate() {
                 let x = T::load::<L>(rows.row(k + p).add(j0), len);
                 *a = mul_add(L::splat(r[k + p]), x, *a);
             }
             k += PHASES;
+        }
+        if pace && k < n {
+            rows.prefetch_in_sum(k, n - k);
         }
         for (p, a) in acc.iter_mut().enumerate().take(n - k) {
             let x = T::load::<L>(rows.row(k + p).add(j0), len);
@@ -680,7 +690,7 @@ mod tests {
 
     fn check_paths<T: RowElement>(conv: impl Fn(f64) -> T + Copy) {
         let paths = Isa::available();
-        for d in [1, 2, 7, 8, 9, 10, 16, 17, 31, 40, 41] {
+        for d in [0, 1, 2, 7, 8, 9, 10, 16, 17, 31, 40, 41] {
             for n in [0, 1, 3, 4, 5, 13, 64] {
                 let x = rows_of(n, d, conv);
                 let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.11 * j as f64).collect();
@@ -781,35 +791,47 @@ mod tests {
 
     /// The weighted sum on every path is the module docs' rule, to the bit: per feature, four
     /// accumulators take the rows k ≡ 0, 1, 2, 3 (mod 4) by fused multiply-adds in increasing
-    /// k, then g += (A₀+A₁) + (A₂+A₃); Σ r by lanes k mod 8 and the tree. Eleven rows of ten
-    /// features: a full panel, a tail panel and three rows after the last group of four.
+    /// k, then g += (A₀+A₁) + (A₂+A₃); Σ r by lanes k mod 8 and the tree. Every row shape (no
+    /// tail, a short row, a tail panel; up to three panels in one pass, more panel by panel)
+    /// and batches with 0–3 rows after the last group of four.
     #[test]
     fn the_weighted_sum_is_the_documented_rule() {
-        let (n, d) = (11, 10);
-        let x = rows_of(n, d, |v| v);
-        let r: Vec<f64> = (0..n)
-            .map(|k| (k as f64 * 0.37).sin() * 10f64.powi(k as i32 % 5 - 2))
-            .collect();
-        let mut want = vec![0.5; d];
-        for (j, wj) in want.iter_mut().enumerate() {
-            let mut a = [0.0f64; PHASES];
-            for k in 0..n {
-                a[k % PHASES] = r[k].mul_add(x[k * d + j], a[k % PHASES]);
-            }
-            *wj += (a[0] + a[1]) + (a[2] + a[3]);
-        }
-        let mut lanes = [0.0f64; LANES];
-        for (k, rk) in r.iter().enumerate() {
-            lanes[k % LANES] += rk;
-        }
-        let l = lanes;
-        let want_sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for isa in Isa::available() {
-            let mut g = vec![0.5; d];
-            let sum = add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g);
-            assert_eq!(bits(&g), bits(&want), "{isa:?} weighted sum");
-            assert_eq!(sum.to_bits(), want_sum.to_bits(), "{isa:?} sum of r");
+        for d in [0, 1, 7, 8, 9, 10, 16, 24, 31, 32, 40, 41] {
+            for n in [0, 1, 3, 4, 5, 11] {
+                let x = rows_of(n, d, |v| v);
+                let r: Vec<f64> = (0..n)
+                    .map(|k| (k as f64 * 0.37).sin() * 10f64.powi(k as i32 % 5 - 2))
+                    .collect();
+                let mut want = vec![0.5; d];
+                for (j, wj) in want.iter_mut().enumerate() {
+                    let mut a = [0.0f64; PHASES];
+                    for k in 0..n {
+                        a[k % PHASES] = r[k].mul_add(x[k * d + j], a[k % PHASES]);
+                    }
+                    *wj += (a[0] + a[1]) + (a[2] + a[3]);
+                }
+                let mut lanes = [0.0f64; LANES];
+                for (k, rk) in r.iter().enumerate() {
+                    lanes[k % LANES] += rk;
+                }
+                let l = lanes;
+                let want_sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+                for isa in Isa::available() {
+                    let mut g = vec![0.5; d];
+                    let sum = add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g);
+                    assert_eq!(
+                        bits(&g),
+                        bits(&want),
+                        "{isa:?} weighted sum, d = {d}, n = {n}"
+                    );
+                    assert_eq!(
+                        sum.to_bits(),
+                        want_sum.to_bits(),
+                        "{isa:?} sum of r, n = {n}"
+                    );
+                }
+            }
         }
     }
 
