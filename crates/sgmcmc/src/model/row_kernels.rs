@@ -577,10 +577,11 @@ unsafe fn weighted_row<L: Lanes, T: RowElement, const TAIL: u8>(
 }
 
 /// The weighted-sum rule panel by panel (one pass over the rows per panel), for rows of
-/// more than [`FUSED_PANELS`] panels.
+/// more than [`FUSED_PANELS`] panels (so a tail, if any, is the high lanes of the last eight
+/// features).
 ///
 /// # Safety
-/// As [`weighted_body`].
+/// As [`weighted_body`], and d > 8.
 #[inline(always)]
 unsafe fn weighted_by_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
     rows: &R,
@@ -589,27 +590,24 @@ unsafe fn weighted_by_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
     panels: usize,
 ) {
     let d = g.len();
-    // SAFETY: every load reads j0..j0 + min(8, d − j0) of a row k < r.len() or of g (length
-    // d); the rows are the caller's, as are the CPU features.
+    debug_assert!(panels > FUSED_PANELS && d > LANES);
+    // SAFETY: every load reads j0..j0 + 8 ≤ d of a row k < r.len() or of g (length d); the
+    // rows are the caller's, as are the CPU features.
     unsafe {
         let m = d % LANES;
         for p in 0..panels {
             let j0 = p * LANES;
             let mul_add = |a, b, c| L::mul_add(a, b, c);
             // The prefetch hints go with the first pass over the rows.
-            let sum = weighted_panel::<L, T, R>(rows, r, j0, LANES, p == 0, mul_add);
+            let sum = weighted_panel::<L, T, R>(rows, r, j0, p == 0, mul_add);
             let gp = g.as_mut_ptr().add(j0);
             L::add(L::load_f64(gp, LANES), sum).store(gp, LANES);
         }
-        if m > 0 && d > LANES {
+        if m > 0 {
             let mul_add = |a, b, c| L::mul_add_high(a, b, c, m);
-            let sum = weighted_panel::<L, T, R>(rows, r, d - LANES, LANES, false, mul_add);
+            let sum = weighted_panel::<L, T, R>(rows, r, d - LANES, false, mul_add);
             let gp = g.as_mut_ptr().add(d - LANES);
             L::add(L::load_f64(gp, LANES), sum).store_high(gp, m);
-        } else if m > 0 {
-            let sum = weighted_panel::<L, T, R>(rows, r, 0, d, true, |a, b, c| L::mul_add(a, b, c));
-            let gp = g.as_mut_ptr();
-            L::add(L::load_f64(gp, d), sum).store(gp, d);
         }
     }
 }
@@ -631,19 +629,18 @@ unsafe fn sum_of<L: Lanes>(r: &[f64]) -> f64 {
     }
 }
 
-/// (A₀+A₁) + (A₂+A₃) for one panel: the `len` elements from `j0` of every row, with
+/// (A₀+A₁) + (A₂+A₃) for one panel: the eight elements from `j0` of every row, with
 /// `mul_add` (all lanes, or only a tail's); with `pace`, the rows' prefetch hints
 /// ([`RowSource::prefetch_in_sum`]) per four rows.
 ///
 /// # Safety
-/// `rows.row(k) + j0 … + len` must be readable for every k < r.len() (so r.len() ≤
+/// `rows.row(k) + j0 … + 8` must be readable for every k < r.len() (so r.len() ≤
 /// rows.rows()); the CPU features are the caller's.
 #[inline(always)]
 unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
     rows: &R,
     r: &[f64],
     j0: usize,
-    len: usize,
     pace: bool,
     mul_add: impl Fn(L, L, L) -> L,
 ) -> L {
@@ -657,7 +654,7 @@ unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
                 rows.prefetch_in_sum(k, PHASES);
             }
             for (p, a) in acc.iter_mut().enumerate() {
-                let x = T::load::<L>(rows.row(k + p).add(j0), len);
+                let x = T::load::<L>(rows.row(k + p).add(j0), LANES);
                 *a = mul_add(L::splat(r[k + p]), x, *a);
             }
             k += PHASES;
@@ -666,7 +663,7 @@ unsafe fn weighted_panel<L: Lanes, T: RowElement, R: RowSource<T>>(
             rows.prefetch_in_sum(k, n - k);
         }
         for (p, a) in acc.iter_mut().enumerate().take(n - k) {
-            let x = T::load::<L>(rows.row(k + p).add(j0), len);
+            let x = T::load::<L>(rows.row(k + p).add(j0), LANES);
             *a = mul_add(L::splat(r[k + p]), x, *a);
         }
         L::add(L::add(acc[0], acc[1]), L::add(acc[2], acc[3]))
