@@ -554,3 +554,53 @@ fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
         }
     }
 }
+
+/// A block of consecutive rows (read in chunks of 128) and the same rows in the same order
+/// scattered through another matrix (read in chunks of 64) give the same gradient and
+/// log-likelihood, to the bit: the weighted sum's order restarts every 64 rows whatever the
+/// chunk size. Batches of 300 rows (two full chunks of 128 and a short one; four of 64 and a
+/// short one) and of 64, at d = 10 and 40.
+#[test]
+fn a_block_and_the_same_rows_scattered_give_the_same_bits() {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let n = 1_000;
+    for d in [10, 40] {
+        let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.05 * j as f64).collect();
+        let (x, y) = logistic_data(53 + d as u64, n, &w, 0.1);
+        // Row k of `x` is row place(k) of `moved`.
+        let place = |k: usize| k * 7919 % n;
+        let (mut moved, mut moved_y) = (vec![0.0; n * d], vec![0.0; n]);
+        for k in 0..n {
+            moved[place(k) * d..(place(k) + 1) * d].copy_from_slice(&x[k * d..(k + 1) * d]);
+            moved_y[place(k)] = y[k];
+        }
+        let model = |x: Vec<f64>, y: Vec<f64>| {
+            let data = dataset(x, d, Some(y), false);
+            LogisticRegression::new(data, Bernoulli, NormalPrior::new(2.5).unwrap(), true).unwrap()
+        };
+        let (rows, scattered) = (model(x.clone(), y.clone()), model(moved, moved_y));
+        let theta = random_theta(11, d + 1, 0.6);
+        for (start, len) in [(400, 300), (10, 64)] {
+            let block: Vec<DataIndex> = (start..start + len).map(|k| k as DataIndex).collect();
+            let spread: Vec<DataIndex> = block
+                .iter()
+                .map(|&k| place(k as usize) as DataIndex)
+                .collect();
+            let grads = |m: &LogisticRegression, batch: &[DataIndex]| {
+                let mut g = vec![0.0; d + 1];
+                m.add_grad_log_lik(&theta, batch, 1.5, &mut g, &mut Scratch::new());
+                let mut h = vec![0.0; d + 1];
+                let l = m.log_lik_and_add_grad(&theta, batch, 1.5, &mut h, &mut Scratch::new());
+                (g, h, l)
+            };
+            let ((g1, h1, l1), (g2, h2, l2)) = (grads(&rows, &block), grads(&scattered, &spread));
+            assert_eq!(bits(&g1), bits(&g2), "d = {d}, {len} rows: gradient");
+            assert_eq!(bits(&h1), bits(&h2), "d = {d}, {len} rows: fused gradient");
+            assert_eq!(
+                l1.to_bits(),
+                l2.to_bits(),
+                "d = {d}, {len} rows: log-likelihood"
+            );
+        }
+    }
+}

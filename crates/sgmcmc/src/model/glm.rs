@@ -283,9 +283,21 @@ struct ChunkTerms<'g> {
     isa: Isa,
 }
 
-/// Rows per chunk of the dense minibatch kernel ([`Glm::grad_dense`]): their z (then r) and
-/// targets stay in stack buffers, the rows (10 KB at d = 10) in L1 between the two passes.
+/// Rows per chunk of the dense minibatch kernel ([`Glm::grad_dense`]) for a block of rows,
+/// and of the other chunked loops: their z (then r) and targets stay in stack buffers, the
+/// rows (10 KB at d = 10) in L1 between the two passes.
 const CHUNK_ROWS: usize = 128;
+
+/// Rows per chunk of [`Glm::grad_dense`] for scattered rows: the next chunk's rows, prefetched
+/// through this chunk's arithmetic, are in flight sooner (uniform f64 minibatches 1.05–1.17×
+/// as fast as with 128, `docs/experiments/sgld_throughput.md`).
+const SCATTERED_CHUNK_ROWS: usize = 64;
+
+// Both chunk sizes are whole runs of the weighted sum, so that its bits do not depend on them.
+const _: () = assert!(
+    CHUNK_ROWS.is_multiple_of(row_kernels::SUM_RUN)
+        && SCATTERED_CHUNK_ROWS.is_multiple_of(row_kernels::SUM_RUN)
+);
 
 /// Rows per tile of the block-of-draws kernel ([`Glm::grad_draws_rows`]): 256 rows of d ≈ 10
 /// doubles (20 KB) stay in L1 while every draw of the block passes over them.
@@ -454,13 +466,15 @@ impl GlmRow for SparseRow<'_> {
 }
 
 impl<F: Family> Glm<F> {
-    /// [`Self::grad_kernel`] for dense rows, per chunk of [`CHUNK_ROWS`] rows: the linear
-    /// predictors z ([`row_kernels::dots`]), the residuals r = weight·∂log p/∂z (with the
-    /// family's vectorised [`Family::dlog_lik_dz_tile`]), then g += Σ r·x
-    /// ([`row_kernels::add_weighted_rows`]; the rows are still in L1). The same bits on every
-    /// CPU, and for a block of consecutive rows as for the same indices scattered. A chunk of
-    /// consecutive rows is read by address, and prefetches the next chunk's rows; any other
-    /// chunk prefetches the next chunk of `batch`, paced through its own two passes.
+    /// [`Self::grad_kernel`] for dense rows, per chunk of [`CHUNK_ROWS`] rows (a block of rows)
+    /// or [`SCATTERED_CHUNK_ROWS`] (any other batch): the linear predictors z
+    /// ([`row_kernels::dots`]), the residuals r = weight·∂log p/∂z (with the family's
+    /// vectorised [`Family::dlog_lik_dz_tile`]), then g += Σ r·x
+    /// ([`row_kernels::add_weighted_rows`], in runs of 64 rows of the batch; the rows are still
+    /// in L1). The same bits on every CPU, and for a block of consecutive rows as for the same
+    /// indices scattered. A chunk of consecutive rows is read by address, and prefetches the
+    /// next chunk's rows; any other chunk prefetches the next chunk of `batch`, paced through
+    /// its own two passes.
     fn grad_dense<T: RowElement, const LOG_LIK: bool>(
         &self,
         x: &Matrix<T>,
@@ -481,11 +495,17 @@ impl<F: Family> Glm<F> {
         let rows = x.as_slice();
         let mut z = [0.0f64; CHUNK_ROWS];
         let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
+        let chunk_rows = if batch.get(1) == Some(&first.wrapping_add(1)) {
+            CHUNK_ROWS
+        } else {
+            SCATTERED_CHUNK_ROWS
+        };
         // Scattered rows: positions in `batch` prefetched so far.
         let prefetched = Cell::new(0);
-        let mut sum_r = 0.0;
-        let mut total = 0.0;
-        for (c, idx) in batch.chunks(CHUNK_ROWS).enumerate() {
+        // Σ r (per run of 64 rows) and the log-likelihood (row by row), added up through the
+        // batch rather than per chunk, so that the chunk size does not change their bits.
+        let mut sums = [0.0; 2];
+        for (c, idx) in batch.chunks(chunk_rows).enumerate() {
             let (z, ys) = (&mut z[..idx.len()], &mut ys[..idx.len()]);
             let i0 = idx[0] as usize;
             // Consecutive rows? (An OR over the chunk, no early exit, so that it vectorises.)
@@ -502,23 +522,23 @@ impl<F: Family> Glm<F> {
                 gw: &mut *gw,
                 isa,
             };
-            let (s, t) = if contiguous {
+            if contiguous {
                 // Consecutive rows (a block minibatch, a full pass): addressed without the
                 // indices. The next chunk's rows start loading while this one is computed (the
                 // hardware prefetcher alone stops when the loads pause).
                 let block = &rows[i0 * d..(i0 + idx.len()) * d];
                 // Prefetch only rows this batch reads next: not past its end, nor past the matrix's
                 // last row (where a wrapping block goes on at row 0).
-                let rest = (batch.len() - c * CHUNK_ROWS).min(x.rows() - i0);
-                let block = Strided::new(block, idx.len(), d).prefetch_ahead(CHUNK_ROWS, rest);
+                let rest = (batch.len() - c * chunk_rows).min(x.rows() - i0);
+                let block = Strided::new(block, idx.len(), d).prefetch_ahead(chunk_rows, rest);
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
-                self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false)
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, &mut sums, false);
             } else {
                 // Scattered rows: this chunk's rows first, if no earlier chunk prefetched them
                 // (the batch's first chunk, or the first after consecutive ones)...
                 let (base, end) = (
-                    c * CHUNK_ROWS,
-                    (c * CHUNK_ROWS + idx.len()).min(batch.len()),
+                    c * chunk_rows,
+                    (c * chunk_rows + idx.len()).min(batch.len()),
                 );
                 for j in prefetched.get().max(base)..end {
                     self.prefetch_at(x, batch, j);
@@ -527,7 +547,7 @@ impl<F: Family> Glm<F> {
                 // ... then one row of the next chunk for every two rows read, in either pass
                 // over this chunk (its dot products, then its weighted sum): the next rows
                 // load evenly through this chunk's arithmetic.
-                let last = (base + 2 * CHUNK_ROWS).min(batch.len());
+                let last = (base + 2 * chunk_rows).min(batch.len());
                 let hint = |_: usize, count: usize| {
                     let from = prefetched.get();
                     let to = (from + count.div_ceil(2)).min(last);
@@ -537,11 +557,10 @@ impl<F: Family> Glm<F> {
                     prefetched.set(to.max(from));
                 };
                 let picked = Gathered::new(rows, d, idx, hint);
-                self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, true)
-            };
-            sum_r += s;
-            total += t;
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, &mut sums, true);
+            }
         }
+        let [sum_r, total] = sums;
         if let Some(g) = gb.first_mut() {
             *g += sum_r;
         }
@@ -550,8 +569,8 @@ impl<F: Family> Glm<F> {
     }
 
     /// One chunk of [`Self::grad_dense`], its rows from `rows` and its targets in `ys`
-    /// (gathered here when `gather_targets`): returns Σ r and the sum of the log-likelihoods
-    /// (when `LOG_LIK`).
+    /// (gathered here when `gather_targets`): adds Σ r to `sums[0]` (by the weighted sum's runs)
+    /// and, when `LOG_LIK`, the log-likelihoods to `sums[1]` (row by row).
     #[inline(always)]
     fn grad_chunk<T: RowElement, R: RowSource<T>, const LOG_LIK: bool>(
         &self,
@@ -559,8 +578,9 @@ impl<F: Family> Glm<F> {
         rows: &R,
         z: &mut [f64],
         ys: &mut [F::Target],
+        sums: &mut [f64; 2],
         gather_targets: bool,
-    ) -> (f64, f64) {
+    ) {
         let ChunkTerms {
             idx,
             weight,
@@ -577,11 +597,11 @@ impl<F: Family> Glm<F> {
                 *y = self.targets[i as usize];
             }
         }
-        let mut total = 0.0;
+        let [sum_r, total] = sums;
         if LOG_LIK || !gextra.is_empty() {
             for (&zk, &y) in z.iter().zip(ys.iter()) {
                 if LOG_LIK {
-                    total += self.family.log_lik(y, zk, extra);
+                    *total += self.family.log_lik(y, zk, extra);
                 }
                 self.family
                     .add_dlog_lik_dextra(y, zk, extra, weight, gextra);
@@ -591,7 +611,7 @@ impl<F: Family> Glm<F> {
         for r in z.iter_mut() {
             *r *= weight;
         }
-        (row_kernels::add_weighted_rows(isa, rows, z, gw), total)
+        row_kernels::add_weighted_rows(isa, rows, z, gw, sum_r);
     }
 
     /// `grad += weight·Σ ∇log p(yᵢ | xᵢ, θ)` over `batch`, and (when `LOG_LIK`) the sum of the

@@ -17,10 +17,13 @@
 //!   would fetch a line that was never prefetched).
 //! - **dot:** per lane, fused multiply-adds xⱼwⱼ + acc, panel by panel, from 0; then
 //!   z = ((l₀+l₁)+(l₂+l₃)) + ((l₄+l₅)+(l₆+l₇)) + b.
-//! - **weighted sum:** per lane of each panel, four accumulators take the rows k ≡ m (mod 4) by
-//!   fused multiply-adds rₖxₖⱼ + A in increasing k, from 0; then gⱼ += (A₀+A₁) + (A₂+A₃) for
-//!   the lanes the panel uses. The sum Σₖ rₖ it also returns takes rₖ into lane k mod 8 by
-//!   additions, then the dot's tree.
+//! - **weighted sum:** in runs of [`SUM_RUN`] = 64 rows from the first (the last run may be
+//!   shorter), so that a caller can split a batch into chunks of any multiple of 64 rows and
+//!   get the same bits. Per run and per lane of each panel, four accumulators take the run's
+//!   rows k ≡ m (mod 4) by fused multiply-adds rₖxₖⱼ + A in increasing k, from 0; then
+//!   gⱼ += (A₀+A₁) + (A₂+A₃) for the lanes the panel uses. The sum Σₖ rₖ it also adds to the
+//!   caller's running sum takes, per run, rₖ into lane k mod 8 by additions, then the dot's
+//!   tree.
 //!
 //! Written by hand because the row length d is only known at run time (d = 10 is one full and
 //! one partial vector), which defeats the compiler's vectoriser, and because a portable SIMD
@@ -37,6 +40,10 @@ use crate::lanes::{LANES, Lanes};
 
 /// Row-phase accumulators per feature in [`add_weighted_rows`] (breaks the FMA latency chain).
 const PHASES: usize = 4;
+
+/// Rows per run of the weighted sum (module docs): its summation order starts again every 64
+/// rows, so chunks of any multiple of 64 rows give the same bits.
+pub(crate) const SUM_RUN: usize = 64;
 
 /// A stored feature type the kernels load (converted to f64).
 pub(crate) trait RowElement: Element {
@@ -221,6 +228,42 @@ unsafe impl<T, P: Fn(usize, usize)> RowSource<T> for Gathered<'_, T, P> {
     #[inline(always)]
     fn prefetch_in_sum(&self, k: usize, count: usize) {
         (self.hint)(k, count);
+    }
+}
+
+/// The rows of another source from its row `first` on: one run of the weighted sum.
+struct RowsFrom<'s, R> {
+    rows: &'s R,
+    first: usize,
+}
+
+// SAFETY: row(k) for k < rows() is row first + k < rows.rows() of a source that keeps the
+// `RowSource` promise.
+unsafe impl<T, R: RowSource<T>> RowSource<T> for RowsFrom<'_, R> {
+    #[inline(always)]
+    fn rows(&self) -> usize {
+        self.rows.rows() - self.first
+    }
+
+    #[inline(always)]
+    fn row_len(&self) -> usize {
+        self.rows.row_len()
+    }
+
+    #[inline(always)]
+    unsafe fn row(&self, k: usize) -> *const T {
+        // SAFETY: k < rows(), so first + k < self.rows.rows().
+        unsafe { self.rows.row(self.first + k) }
+    }
+
+    #[inline(always)]
+    fn prefetch_rows(&self, k: usize, count: usize) {
+        self.rows.prefetch_rows(self.first + k, count);
+    }
+
+    #[inline(always)]
+    fn prefetch_in_sum(&self, k: usize, count: usize) {
+        self.rows.prefetch_in_sum(self.first + k, count);
     }
 }
 
@@ -409,42 +452,48 @@ unsafe fn dot_lanes<L: Lanes, T: RowElement, const TAIL: u8>(
     }
 }
 
-/// `g[j] += Σₖ r[k]·(row k)[j]` over k < r.len() (the weighted-sum rule of the module docs);
-/// returns Σₖ r[k]. Panics unless the rows have g.len() elements and there are at least
-/// r.len() of them.
+/// `g[j] += Σₖ r[k]·(row k)[j]` and `r_sum += Σₖ r[k]` over k < r.len() (the weighted-sum
+/// rule of the module docs). Panics unless the rows have g.len() elements and there are at
+/// least r.len() of them.
 #[inline]
 pub(crate) fn add_weighted_rows<T: RowElement, R: RowSource<T>>(
     isa: Isa,
     rows: &R,
     r: &[f64],
     g: &mut [f64],
-) -> f64 {
+    r_sum: &mut f64,
+) {
     assert_eq!(rows.row_len(), g.len(), "row length");
     assert!(r.len() <= rows.rows(), "more weights than rows");
     match isa {
         Isa::Portable => {
             // SAFETY: the portable lanes need no CPU feature; the row counts are checked above,
             // and each row's length by the `RowSource` contract.
-            unsafe { weighted_body::<Portable, T, R>(rows, r, g) }
+            unsafe { weighted_body::<Portable, T, R>(rows, r, g, r_sum) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {
             // SAFETY: `Isa::Avx2` is only constructed when the CPU has AVX2 and FMA.
-            unsafe { weighted_avx2(rows, r, g) }
+            unsafe { weighted_avx2(rows, r, g, r_sum) }
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => {
             // SAFETY: `Isa::Avx512` is only constructed when the CPU has AVX-512F/VL and FMA.
-            unsafe { weighted_avx512(rows, r, g) }
+            unsafe { weighted_avx512(rows, r, g, r_sum) }
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_avx2<T: RowElement, R: RowSource<T>>(rows: &R, r: &[f64], g: &mut [f64]) -> f64 {
+unsafe fn weighted_avx2<T: RowElement, R: RowSource<T>>(
+    rows: &R,
+    r: &[f64],
+    g: &mut [f64],
+    r_sum: &mut f64,
+) {
     // SAFETY: AVX2 and FMA are enabled here; the rows are the caller's.
-    unsafe { weighted_body::<Avx2, T, R>(rows, r, g) }
+    unsafe { weighted_body::<Avx2, T, R>(rows, r, g, r_sum) }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -453,9 +502,10 @@ unsafe fn weighted_avx512<T: RowElement, R: RowSource<T>>(
     rows: &R,
     r: &[f64],
     g: &mut [f64],
-) -> f64 {
+    r_sum: &mut f64,
+) {
     // SAFETY: AVX-512F/VL and FMA are enabled here; the rows are the caller's.
-    unsafe { weighted_body::<Avx512, T, R>(rows, r, g) }
+    unsafe { weighted_body::<Avx512, T, R>(rows, r, g, r_sum) }
 }
 
 /// # Safety
@@ -466,7 +516,30 @@ unsafe fn weighted_body<L: Lanes, T: RowElement, R: RowSource<T>>(
     rows: &R,
     r: &[f64],
     g: &mut [f64],
-) -> f64 {
+    r_sum: &mut f64,
+) {
+    for (run, r) in r.chunks(SUM_RUN).enumerate() {
+        let rows = RowsFrom {
+            rows,
+            first: run * SUM_RUN,
+        };
+        // SAFETY: the run's rows are rows of `rows` (r.len() of them in all), as the caller
+        // promised.
+        unsafe { weighted_run::<L, T, _>(&rows, r, g, r_sum) };
+    }
+}
+
+/// One run of [`weighted_body`] (r.len() ≤ [`SUM_RUN`]).
+///
+/// # Safety
+/// As [`weighted_body`].
+#[inline(always)]
+unsafe fn weighted_run<L: Lanes, T: RowElement, R: RowSource<T>>(
+    rows: &R,
+    r: &[f64],
+    g: &mut [f64],
+    r_sum: &mut f64,
+) {
     let d = g.len();
     // A literal panel count and tail, as in `dots_body`; up to three panels (d < 32) in one
     // pass over the rows. SAFETY (every arm): forwarded from the caller.
@@ -482,7 +555,7 @@ unsafe fn weighted_body<L: Lanes, T: RowElement, R: RowSource<T>>(
             (3, _) => weighted_fused::<L, T, R, TAIL_HIGH>(rows, r, g, 3),
             (panels, _) => weighted_by_panel::<L, T, R>(rows, r, g, panels),
         }
-        sum_of::<L>(r)
+        *r_sum += sum_of::<L>(r);
     }
 }
 
@@ -688,7 +761,7 @@ mod tests {
     fn check_paths<T: RowElement>(conv: impl Fn(f64) -> T + Copy) {
         let paths = Isa::available();
         for d in [0, 1, 2, 7, 8, 9, 10, 16, 17, 31, 40, 41] {
-            for n in [0, 1, 3, 4, 5, 13, 64] {
+            for n in [0, 1, 3, 4, 5, 13, 64, 65, 130] {
                 let x = rows_of(n, d, conv);
                 let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.11 * j as f64).collect();
                 let r: Vec<f64> = (0..n).map(|k| (k as f64 * 1.7).cos() * 1e-2).collect();
@@ -711,11 +784,13 @@ mod tests {
                     let mut z = vec![0.0; n];
                     dots(isa, &strided, &w, 0.25, &mut z);
                     let mut g: Vec<f64> = (0..d).map(|j| j as f64 * 1e-3).collect();
-                    let s = add_weighted_rows(isa, &strided, &r, &mut g);
+                    let mut s = 0.0;
+                    add_weighted_rows(isa, &strided, &r, &mut g, &mut s);
                     let mut zg = vec![0.0; n];
                     dots(isa, &gathered, &w, 0.25, &mut zg);
                     let mut gg: Vec<f64> = (0..d).map(|j| j as f64 * 1e-3).collect();
-                    let sg = add_weighted_rows(isa, &gathered, &r, &mut gg);
+                    let mut sg = 0.0;
+                    add_weighted_rows(isa, &gathered, &r, &mut gg, &mut sg);
                     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(
                         bits(&zg),
@@ -786,37 +861,43 @@ mod tests {
         let _ = Strided::new(&data, 4, 2);
     }
 
-    /// The weighted sum on every path is the module docs' rule, to the bit: per feature, four
-    /// accumulators take the rows k ≡ 0, 1, 2, 3 (mod 4) by fused multiply-adds in increasing
-    /// k, then g += (A₀+A₁) + (A₂+A₃); Σ r by lanes k mod 8 and the tree. Every row shape (no
-    /// tail, a short row, a tail panel; up to three panels in one pass, more panel by panel)
-    /// and batches with 0–3 rows after the last group of four.
+    /// The weighted sum on every path is the module docs' rule, to the bit: per run of 64 rows
+    /// and per feature, four accumulators take the run's rows k ≡ 0, 1, 2, 3 (mod 4) by fused
+    /// multiply-adds in increasing k, then g += (A₀+A₁) + (A₂+A₃); Σ r per run by lanes k mod
+    /// 8 and the tree, added to the running sum. Every row shape (no tail, a short row, a tail
+    /// panel; up to three panels in one pass, more panel by panel), batches with 0–3 rows after
+    /// the last group of four, and batches of one, two and three runs (the last one short).
     #[test]
     fn the_weighted_sum_is_the_documented_rule() {
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for d in [0, 1, 7, 8, 9, 10, 16, 24, 31, 32, 40, 41] {
-            for n in [0, 1, 3, 4, 5, 11] {
+            for n in [0, 1, 3, 4, 5, 11, 64, 65, 131] {
                 let x = rows_of(n, d, |v| v);
                 let r: Vec<f64> = (0..n)
                     .map(|k| (k as f64 * 0.37).sin() * 10f64.powi(k as i32 % 5 - 2))
                     .collect();
                 let mut want = vec![0.5; d];
-                for (j, wj) in want.iter_mut().enumerate() {
-                    let mut a = [0.0f64; PHASES];
-                    for k in 0..n {
-                        a[k % PHASES] = r[k].mul_add(x[k * d + j], a[k % PHASES]);
+                let mut want_sum = 0.25;
+                for run in (0..n).step_by(64) {
+                    let rows = run..(run + 64).min(n);
+                    for (j, wj) in want.iter_mut().enumerate() {
+                        let mut a = [0.0f64; PHASES];
+                        for k in rows.clone() {
+                            let p = (k - run) % PHASES;
+                            a[p] = r[k].mul_add(x[k * d + j], a[p]);
+                        }
+                        *wj += (a[0] + a[1]) + (a[2] + a[3]);
                     }
-                    *wj += (a[0] + a[1]) + (a[2] + a[3]);
+                    let mut l = [0.0f64; LANES];
+                    for k in rows {
+                        l[(k - run) % LANES] += r[k];
+                    }
+                    want_sum += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
                 }
-                let mut lanes = [0.0f64; LANES];
-                for (k, rk) in r.iter().enumerate() {
-                    lanes[k % LANES] += rk;
-                }
-                let l = lanes;
-                let want_sum = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
                 for isa in Isa::available() {
                     let mut g = vec![0.5; d];
-                    let sum = add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g);
+                    let mut sum = 0.25;
+                    add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g, &mut sum);
                     assert_eq!(
                         bits(&g),
                         bits(&want),
