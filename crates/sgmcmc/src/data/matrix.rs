@@ -250,10 +250,10 @@ impl<T: Element> Matrix<T> {
 
     /// Hint the CPU to start loading row `i` into cache (a no-op off x86-64). Random-row loops
     /// call this a few rows ahead so that several memory loads are in flight at once. A row of
-    /// at least a cache line (64 bytes) is fetched into L2 (`prefetcht1`), a shorter one into
-    /// L1 (`prefetcht0`): on 1M × 10 rows, uniform SGLD was 1.05–1.14× faster with f64 rows
-    /// (80 bytes) into L2, and 0.92–0.96× as fast with f32 rows (40 bytes); see
-    /// `docs/experiments/sgld_throughput.md`.
+    /// at least 64 bytes is fetched into L2 (`prefetcht1`), a shorter one into L1
+    /// (`prefetcht0`): on 1M × 10 rows, uniform SGLD was 1.05–1.17× as fast with f64 rows (80
+    /// bytes) into L2, and 0.91–0.97× with f32 rows (40 bytes); no other row length was
+    /// measured (`docs/experiments/sgld_throughput.md`).
     #[inline(always)]
     pub fn prefetch_row(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]

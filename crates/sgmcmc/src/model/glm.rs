@@ -293,10 +293,12 @@ const CHUNK_ROWS: usize = 128;
 /// as fast as with 128, `docs/experiments/sgld_throughput.md`).
 const SCATTERED_CHUNK_ROWS: usize = 64;
 
-// Both chunk sizes are whole runs of the weighted sum, so that its bits do not depend on them.
+// Both chunk sizes are whole runs of the weighted sum, so that its bits do not depend on them,
+// and the stack buffers of `grad_dense` (CHUNK_ROWS long) hold either chunk.
 const _: () = assert!(
     CHUNK_ROWS.is_multiple_of(row_kernels::SUM_RUN)
         && SCATTERED_CHUNK_ROWS.is_multiple_of(row_kernels::SUM_RUN)
+        && SCATTERED_CHUNK_ROWS <= CHUNK_ROWS
 );
 
 /// Rows per tile of the block-of-draws kernel ([`Glm::grad_draws_rows`]): 256 rows of d ≈ 10
@@ -466,8 +468,9 @@ impl GlmRow for SparseRow<'_> {
 }
 
 impl<F: Family> Glm<F> {
-    /// [`Self::grad_kernel`] for dense rows, per chunk of [`CHUNK_ROWS`] rows (a block of rows)
-    /// or [`SCATTERED_CHUNK_ROWS`] (any other batch): the linear predictors z
+    /// [`Self::grad_kernel`] for dense rows, per chunk of [`CHUNK_ROWS`] rows when the batch's
+    /// second index follows its first (a block of rows, which may wrap around the last row) or
+    /// [`SCATTERED_CHUNK_ROWS`] otherwise: the linear predictors z
     /// ([`row_kernels::dots`]), the residuals r = weight·∂log p/∂z (with the family's
     /// vectorised [`Family::dlog_lik_dz_tile`]), then g += Σ r·x
     /// ([`row_kernels::add_weighted_rows`], in runs of 64 rows of the batch; the rows are still
@@ -495,6 +498,8 @@ impl<F: Family> Glm<F> {
         let rows = x.as_slice();
         let mut z = [0.0f64; CHUNK_ROWS];
         let mut ys = [self.targets[first as usize]; CHUNK_ROWS];
+        // (A uniform batch whose first two indices happen to be consecutive also gets 128: only
+        // the speed differs, not the bits.)
         let chunk_rows = if batch.get(1) == Some(&first.wrapping_add(1)) {
             CHUNK_ROWS
         } else {

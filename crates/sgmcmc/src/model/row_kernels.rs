@@ -231,10 +231,25 @@ unsafe impl<T, P: Fn(usize, usize)> RowSource<T> for Gathered<'_, T, P> {
     }
 }
 
-/// The rows of another source from its row `first` on: one run of the weighted sum.
+/// The rows of another source from its row `first` on (the weighted sum reads one run of
+/// them at a time).
 struct RowsFrom<'s, R> {
     rows: &'s R,
     first: usize,
+}
+
+impl<'s, R> RowsFrom<'s, R> {
+    /// Rows `first`.. of `rows`; `first` must not exceed their count.
+    fn new<T>(rows: &'s R, first: usize) -> Self
+    where
+        R: RowSource<T>,
+    {
+        assert!(
+            first <= rows.rows(),
+            "first row {first} past the source's end"
+        );
+        RowsFrom { rows, first }
+    }
 }
 
 // SAFETY: row(k) for k < rows() is row first + k < rows.rows() of a source that keeps the
@@ -519,10 +534,7 @@ unsafe fn weighted_body<L: Lanes, T: RowElement, R: RowSource<T>>(
     r_sum: &mut f64,
 ) {
     for (run, r) in r.chunks(SUM_RUN).enumerate() {
-        let rows = RowsFrom {
-            rows,
-            first: run * SUM_RUN,
-        };
+        let rows = RowsFrom::new(rows, run * SUM_RUN);
         // SAFETY: the run's rows are rows of `rows` (r.len() of them in all), as the caller
         // promised.
         unsafe { weighted_run::<L, T, _>(&rows, r, g, r_sum) };
@@ -540,6 +552,7 @@ unsafe fn weighted_run<L: Lanes, T: RowElement, R: RowSource<T>>(
     g: &mut [f64],
     r_sum: &mut f64,
 ) {
+    debug_assert!(r.len() <= SUM_RUN);
     let d = g.len();
     // A literal panel count and tail, as in `dots_body`; up to three panels (d < 32) in one
     // pass over the rows. SAFETY (every arm): forwarded from the caller.
@@ -909,6 +922,31 @@ mod tests {
                         "{isa:?} sum of r, n = {n}"
                     );
                 }
+            }
+        }
+    }
+
+    /// One call over 130 rows gives the bits of calls over chunks of 64, 64 and 2 of the same
+    /// rows (g and Σ r), on every path: the runs make the result independent of how a caller
+    /// chunks a batch into multiples of 64 rows.
+    #[test]
+    fn chunks_of_whole_runs_give_the_bits_of_one_call() {
+        let (n, bits) = (130, |v: &[f64]| {
+            v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        });
+        for d in [3, 10, 40] {
+            let x = rows_of(n, d, |v| v);
+            let r: Vec<f64> = (0..n).map(|k| (k as f64 * 0.61).cos() * 1e-2).collect();
+            for isa in Isa::available() {
+                let (mut g, mut s) = (vec![0.5; d], 0.25);
+                add_weighted_rows(isa, &Strided::new(&x, n, d), &r, &mut g, &mut s);
+                let (mut gc, mut sc) = (vec![0.5; d], 0.25);
+                for (lo, hi) in [(0, 64), (64, 128), (128, n)] {
+                    let rows = Strided::new(&x[lo * d..hi * d], hi - lo, d);
+                    add_weighted_rows(isa, &rows, &r[lo..hi], &mut gc, &mut sc);
+                }
+                assert_eq!(bits(&gc), bits(&g), "{isa:?} weighted sum, d = {d}");
+                assert_eq!(sc.to_bits(), s.to_bits(), "{isa:?} sum of r, d = {d}");
             }
         }
     }
