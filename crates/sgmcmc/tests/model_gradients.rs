@@ -513,13 +513,27 @@ fn regression_without_targets_is_an_error() {
     assert!(NormalPrior::new(-1.0).is_err());
 }
 
+/// The bits of `model`'s minibatch gradient over `batch` (weight 1.5), of the fused gradient
+/// and of the log-likelihood returned with it.
+fn gradient_bits(
+    model: &LogisticRegression,
+    theta: &[f64],
+    batch: &[DataIndex],
+) -> (Vec<u64>, Vec<u64>, u64) {
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut g = vec![0.0; theta.len()];
+    model.add_grad_log_lik(theta, batch, 1.5, &mut g, &mut Scratch::new());
+    let mut h = vec![0.0; theta.len()];
+    let l = model.log_lik_and_add_grad(theta, batch, 1.5, &mut h, &mut Scratch::new());
+    (bits(&g), bits(&h), l.to_bits())
+}
+
 /// Rows stored as f32 give the gradient, to the bit, of the same values stored as f64 (a guard
 /// for any path that treats f32 rows on their own, such as a buffer of converted rows), for
 /// scattered rows, a block of consecutive rows and every row, and for widths with a short, a
 /// full, a partial and more than three panels of eight.
 #[test]
 fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let n = 1_000;
     for d in [3, 8, 10, 17, 40] {
         let w: Vec<f64> = (0..d).map(|j| 0.4 - 0.07 * j as f64).collect();
@@ -536,20 +550,10 @@ fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
         let all: Vec<DataIndex> = (0..n as DataIndex).collect();
         let theta = random_theta(7, d + 1, 0.8);
         for (name, batch) in [("scattered", &scattered), ("block", &block), ("all", &all)] {
-            let grads = |m: &LogisticRegression| {
-                let mut g = vec![0.0; d + 1];
-                m.add_grad_log_lik(&theta, batch, 1.5, &mut g, &mut Scratch::new());
-                let mut h = vec![0.0; d + 1];
-                let l = m.log_lik_and_add_grad(&theta, batch, 1.5, &mut h, &mut Scratch::new());
-                (g, h, l)
-            };
-            let ((g32, h32, l32), (g64, h64, l64)) = (grads(&single), grads(&double));
-            assert_eq!(bits(&g32), bits(&g64), "d = {d}, {name}: gradient");
-            assert_eq!(bits(&h32), bits(&h64), "d = {d}, {name}: fused gradient");
             assert_eq!(
-                l32.to_bits(),
-                l64.to_bits(),
-                "d = {d}, {name}: log-likelihood"
+                gradient_bits(&single, &theta, batch),
+                gradient_bits(&double, &theta, batch),
+                "d = {d}, {name}: gradient, fused gradient, log-likelihood"
             );
         }
     }
@@ -562,7 +566,6 @@ fn f32_rows_give_the_bits_of_the_same_values_in_f64() {
 /// short one) and of 64, at d = 10 and 40.
 #[test]
 fn a_block_and_the_same_rows_scattered_give_the_same_bits() {
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let n = 1_000;
     for d in [10, 40] {
         let w: Vec<f64> = (0..d).map(|j| 0.3 - 0.05 * j as f64).collect();
@@ -586,20 +589,10 @@ fn a_block_and_the_same_rows_scattered_give_the_same_bits() {
                 .iter()
                 .map(|&k| place(k as usize) as DataIndex)
                 .collect();
-            let grads = |m: &LogisticRegression, batch: &[DataIndex]| {
-                let mut g = vec![0.0; d + 1];
-                m.add_grad_log_lik(&theta, batch, 1.5, &mut g, &mut Scratch::new());
-                let mut h = vec![0.0; d + 1];
-                let l = m.log_lik_and_add_grad(&theta, batch, 1.5, &mut h, &mut Scratch::new());
-                (g, h, l)
-            };
-            let ((g1, h1, l1), (g2, h2, l2)) = (grads(&rows, &block), grads(&scattered, &spread));
-            assert_eq!(bits(&g1), bits(&g2), "d = {d}, {len} rows: gradient");
-            assert_eq!(bits(&h1), bits(&h2), "d = {d}, {len} rows: fused gradient");
             assert_eq!(
-                l1.to_bits(),
-                l2.to_bits(),
-                "d = {d}, {len} rows: log-likelihood"
+                gradient_bits(&rows, &theta, &block),
+                gradient_bits(&scattered, &theta, &spread),
+                "d = {d}, {len} rows: gradient, fused gradient, log-likelihood"
             );
         }
     }

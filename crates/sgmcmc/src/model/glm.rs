@@ -280,6 +280,11 @@ struct ChunkTerms<'g> {
     extra: &'g [f64],
     gextra: &'g mut [f64],
     gw: &'g mut [f64],
+    /// Σ r, added per run of the weighted sum, and the log-likelihood, added row by row: both
+    /// summed through the batch rather than per chunk, so that the chunk size does not change
+    /// their bits.
+    sum_r: &'g mut f64,
+    log_lik: &'g mut f64,
     isa: Isa,
 }
 
@@ -507,9 +512,7 @@ impl<F: Family> Glm<F> {
         };
         // Scattered rows: positions in `batch` prefetched so far.
         let prefetched = Cell::new(0);
-        // Σ r (per run of 64 rows) and the log-likelihood (row by row), added up through the
-        // batch rather than per chunk, so that the chunk size does not change their bits.
-        let mut sums = [0.0; 2];
+        let (mut sum_r, mut total) = (0.0, 0.0);
         for (c, idx) in batch.chunks(chunk_rows).enumerate() {
             let (z, ys) = (&mut z[..idx.len()], &mut ys[..idx.len()]);
             let i0 = idx[0] as usize;
@@ -525,6 +528,8 @@ impl<F: Family> Glm<F> {
                 extra,
                 gextra: &mut *gextra,
                 gw: &mut *gw,
+                sum_r: &mut sum_r,
+                log_lik: &mut total,
                 isa,
             };
             if contiguous {
@@ -537,7 +542,7 @@ impl<F: Family> Glm<F> {
                 let rest = (batch.len() - c * chunk_rows).min(x.rows() - i0);
                 let block = Strided::new(block, idx.len(), d).prefetch_ahead(chunk_rows, rest);
                 ys.copy_from_slice(&self.targets[i0..i0 + idx.len()]);
-                self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, &mut sums, false);
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &block, z, ys, false);
             } else {
                 // Scattered rows: this chunk's rows first, if no earlier chunk prefetched them
                 // (the batch's first chunk, or the first after consecutive ones)...
@@ -562,10 +567,9 @@ impl<F: Family> Glm<F> {
                     prefetched.set(to.max(from));
                 };
                 let picked = Gathered::new(rows, d, idx, hint);
-                self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, &mut sums, true);
+                self.grad_chunk::<T, _, LOG_LIK>(chunk, &picked, z, ys, true);
             }
         }
-        let [sum_r, total] = sums;
         if let Some(g) = gb.first_mut() {
             *g += sum_r;
         }
@@ -574,8 +578,8 @@ impl<F: Family> Glm<F> {
     }
 
     /// One chunk of [`Self::grad_dense`], its rows from `rows` and its targets in `ys`
-    /// (gathered here when `gather_targets`): adds Σ r to `sums[0]` (by the weighted sum's runs)
-    /// and, when `LOG_LIK`, the log-likelihoods to `sums[1]` (row by row).
+    /// (gathered here when `gather_targets`): adds to the chunk's gradient, Σ r and (when
+    /// `LOG_LIK`) log-likelihood.
     #[inline(always)]
     fn grad_chunk<T: RowElement, R: RowSource<T>, const LOG_LIK: bool>(
         &self,
@@ -583,7 +587,6 @@ impl<F: Family> Glm<F> {
         rows: &R,
         z: &mut [f64],
         ys: &mut [F::Target],
-        sums: &mut [f64; 2],
         gather_targets: bool,
     ) {
         let ChunkTerms {
@@ -594,6 +597,8 @@ impl<F: Family> Glm<F> {
             extra,
             gextra,
             gw,
+            sum_r,
+            log_lik,
             isa,
         } = chunk;
         row_kernels::dots(isa, rows, w, b, z);
@@ -602,11 +607,10 @@ impl<F: Family> Glm<F> {
                 *y = self.targets[i as usize];
             }
         }
-        let [sum_r, total] = sums;
         if LOG_LIK || !gextra.is_empty() {
             for (&zk, &y) in z.iter().zip(ys.iter()) {
                 if LOG_LIK {
-                    *total += self.family.log_lik(y, zk, extra);
+                    *log_lik += self.family.log_lik(y, zk, extra);
                 }
                 self.family
                     .add_dlog_lik_dextra(y, zk, extra, weight, gextra);
